@@ -1,0 +1,33 @@
+# The two commands are `make demo` and `make test`; each sets up .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+EXTRAS := dev
+INSTALLED := $(VENV)/.installed
+CODEC := $(VENV)/.codec-built
+
+.PHONY: demo test bench simulate clean
+
+demo: $(CODEC)
+	$(PY) -m kraft.cli demo
+
+test: $(CODEC)
+	$(PY) -m pytest -n 2 -q
+
+bench: $(CODEC)
+	$(PY) bench/run_all.py
+
+$(INSTALLED): pyproject.toml setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
+	touch $@
+
+# The C record codec is rebuilt in place whenever its source changes.
+$(CODEC): $(INSTALLED) src/kraft/records/_codec.c
+	$(PY) setup.py -q build_ext --inplace
+	touch $@
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info demo-data
+	find src -name '*.so' -delete

@@ -1,0 +1,5 @@
+import sys
+
+from kraft.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,133 @@
+"""`kraft dump-log`: what is in a segment, batch by batch, in kafka-dump-log's words.
+
+It reports rather than stops: a batch with a bad CRC is printed with `isvalid: false` and
+the walk goes on; bytes that do not form a batch at the end are counted and reported.
+"""
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from kraft.records import (
+    BatchHeader,
+    ControlType,
+    CorruptRecordError,
+    EndTxnMarker,
+    LeaderChangeMessage,
+    Record,
+    RecordBatch,
+    RecordError,
+    SnapshotFooterRecord,
+    SnapshotHeaderRecord,
+    crc_is_valid,
+    decode_control_record,
+    iter_file_batches,
+)
+from kraft.records.control import parse_control_key
+
+
+def _control_name(kind: int) -> str:
+    try:
+        return ControlType(kind).name
+    except ValueError:
+        return str(kind)
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _text(data: bytes | None) -> str:
+    return "null" if data is None else data.decode("utf-8", "backslashreplace")
+
+
+def describe_control(record: Record) -> str:
+    message = decode_control_record(record)
+    if isinstance(message, LeaderChangeMessage):
+        body = {
+            "version": message.version,
+            "leaderId": message.leader_id,
+            "voters": [{"voterId": v} for v in message.voters],
+            "grantingVoters": [{"voterId": v} for v in message.granting_voters],
+        }
+        return f"LeaderChange: {json.dumps(body, separators=(',', ':'))}"
+    if isinstance(message, SnapshotHeaderRecord):
+        return (
+            f'SnapshotHeader: {{"version":{message.version},'
+            f'"lastContainedLogTimestamp":{message.last_contained_log_timestamp}}}'
+        )
+    if isinstance(message, SnapshotFooterRecord):
+        return f'SnapshotFooter: {{"version":{message.version}}}'
+    if isinstance(message, EndTxnMarker):
+        return f"endTxnMarker: {'COMMIT' if message.committed else 'ABORT'} coordinatorEpoch: {message.coordinator_epoch}"
+    return f"controlType: {message.type}"
+
+
+def describe_batch(h: BatchHeader, valid: bool, control: str | None) -> str:
+    last_sequence = -1 if h.base_sequence < 0 else h.base_sequence + h.last_offset_delta
+    line = (
+        f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
+        f"baseSequence: {h.base_sequence} lastSequence: {last_sequence} producerId: {h.producer_id} "
+        f"producerEpoch: {h.producer_epoch} partitionLeaderEpoch: {h.partition_leader_epoch} "
+        f"isTransactional: {_bool(h.is_transactional)} isControl: {_bool(h.is_control)} "
+        f"position: {h.position} {h.timestamp_type.name.title().replace('_', '')}: {h.max_timestamp} "
+        f"size: {h.size} magic: {h.magic} compresscodec: {h.compression.name.lower()} "
+        f"crc: {h.crc} isvalid: {_bool(valid)}"
+    )
+    return line + (f" controlType: {control}" if control else "")
+
+
+def describe_record(r: Record, h: BatchHeader) -> str:
+    prefix = (
+        f"| offset: {r.offset} {h.timestamp_type.name.title().replace('_', '')}: {r.timestamp} "
+        f"keySize: {-1 if r.key is None else len(r.key)} valueSize: {-1 if r.value is None else len(r.value)} "
+        f"sequence: {-1 if h.base_sequence < 0 else h.base_sequence + r.offset - h.base_offset} "
+        f"headerKeys: [{','.join(k for k, _ in r.headers)}]"
+    )
+    if h.is_control:
+        return f"{prefix} {describe_control(r)}"
+    return f"{prefix} key: {_text(r.key)} payload: {_text(r.value)}"
+
+
+def dump_segment(path: Path, print_records: bool = False) -> Iterator[str]:
+    """Lines describing a `.log` segment."""
+    yield f"Dumping {path}"
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        end = 0
+        first = True
+        try:
+            for h in iter_file_batches(fd, verify_crc=False, partial_tail="stop"):
+                if first:
+                    yield f"Log starting offset: {h.base_offset}"
+                    first = False
+                data = os.pread(fd, h.size, h.position)
+                valid = crc_is_valid(data)
+                batch = RecordBatch(h, data)
+                records: list[Record] = []
+                problem = control = None
+                if valid and (print_records or h.is_control):
+                    try:
+                        records = batch.records()
+                        if h.is_control and records:
+                            control = _control_name(parse_control_key(records[0].key))
+                    except RecordError as e:
+                        problem = str(e)
+                yield describe_batch(h, valid, control)
+                if problem:
+                    yield f"| records do not decode: {problem}"
+                elif print_records:
+                    if not valid:
+                        yield "| records not decoded: the batch fails its CRC"
+                    for r in records:
+                        yield describe_record(r, h)
+                end = h.position + h.size
+        except CorruptRecordError as e:
+            yield f"Stopped at position {e.position}: {e.reason}"
+            end = e.position
+        if end < size:
+            yield f"Found {size - end} invalid bytes at the end of {path.name} (position {end})"
+    finally:
+        os.close(fd)

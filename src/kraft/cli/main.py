@@ -1,0 +1,54 @@
+"""The `kraft` command."""
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _dump_log(args: argparse.Namespace) -> int:
+    from kraft.cli.dump_log import dump_segment
+
+    status = 0
+    for name in args.files:
+        path = Path(name)
+        if not path.is_file():
+            print(f"kraft dump-log: {path}: no such file", file=sys.stderr)
+            status = 2
+            continue
+        if path.suffix != ".log":
+            print(f"kraft dump-log: {path}: not a .log segment", file=sys.stderr)
+            status = 2
+            continue
+        for line in dump_segment(path, print_records=args.print_records):
+            print(line)
+    return status
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from kraft.cli.demo import run
+
+    return run(Path(args.dir))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kraft", description="Kafka's KRaft replicated log in Python.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dump = sub.add_parser("dump-log", help="print the batches of .log segments (like kafka-dump-log)")
+    dump.add_argument("--files", nargs="+", required=True, metavar="PATH", help="segment files to dump")
+    dump.add_argument("--print-records", action="store_true", help="print every record, not only batches")
+    dump.set_defaults(func=_dump_log)
+
+    demo = sub.add_parser("demo", help="show the system doing its work end to end")
+    demo.add_argument("--dir", default="demo-data", help="where the demo writes its files")
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Kafka's wire protocol on top of kio: framing, headers, dispatch, ApiVersions, errors."""
+
+from kraft.protocol.codec import (
+    api_name,
+    decode,
+    decode_request,
+    decode_response,
+    encode,
+    encode_request,
+    encode_response,
+    request_class,
+    response_class,
+)
+from kraft.protocol.errors import (
+    ErrorCode,
+    FrameTooLargeError,
+    MalformedFrameError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
+from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, frame, read_frame
+from kraft.protocol.server import Handler, KafkaServer
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "ErrorCode",
+    "FrameTooLargeError",
+    "Handler",
+    "KafkaServer",
+    "MalformedFrameError",
+    "ProtocolError",
+    "UnsupportedVersionError",
+    "api_name",
+    "decode",
+    "decode_request",
+    "decode_response",
+    "encode",
+    "encode_request",
+    "encode_response",
+    "frame",
+    "read_frame",
+    "request_class",
+    "response_class",
+]

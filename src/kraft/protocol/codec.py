@@ -1,0 +1,120 @@
+"""Request and response encoding on top of kio's generated message classes.
+
+Which header a message uses follows Kafka's rules, which kio records per class: requests in
+flexible versions use request header v2 (tagged fields), others v1; responses in flexible
+versions use response header v1, except ApiVersions, whose response header is always v0 so
+that a client can read it before it knows which versions the server speaks.
+"""
+
+import io
+import struct
+from functools import cache
+from typing import Any
+
+from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.schema.index import api_key_map
+from kio.serial import entity_reader, entity_writer
+
+from kraft.protocol.errors import MalformedFrameError, UnsupportedVersionError
+from kraft.protocol.framing import frame
+from kraft.protocol.tagged import read_entity
+
+_KEY_AND_VERSION = struct.Struct(">hh")
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name for an API key, for logs and errors (`fetch_snapshot`)."""
+    return api_key_map.get(api_key, f"unknown({api_key})")
+
+
+@cache
+def request_class(api_key: int, version: int) -> type:
+    try:
+        return load_request_schema(api_key, version)
+    except KioIndexError:
+        raise UnsupportedVersionError(api_key, version, f" ({api_name(api_key)} has no such schema)") from None
+
+
+@cache
+def response_class(api_key: int, version: int) -> type:
+    try:
+        return load_response_schema(api_key, version)
+    except KioIndexError:
+        raise UnsupportedVersionError(api_key, version, f" ({api_name(api_key)} has no such schema)") from None
+
+
+def decode(cls: type, buf: bytes | memoryview, pos: int = 0) -> tuple[Any, int]:
+    """Reads a `cls` at `pos`; returns it and the end position.
+
+    kio's native reader first; if it meets a tagged field it does not know, the tolerant
+    reader, which skips it. Anything else that goes wrong is a MalformedFrameError.
+    """
+    try:
+        value, size = entity_reader(cls)(buf, pos)
+        return value, pos + size
+    except KeyError as e:
+        if "tagged field" not in str(e):
+            raise MalformedFrameError(f"{cls.__name__}: {e}") from None
+    except Exception as e:  # kio raises a mix of ValueError, DecodeError, UnicodeError...
+        raise MalformedFrameError(f"{cls.__name__} does not parse: {e}") from None
+    try:
+        return read_entity(cls, memoryview(buf), pos)
+    except Exception as e:
+        raise MalformedFrameError(f"{cls.__name__} does not parse: {e}") from None
+
+
+def encode(entity: Any) -> bytes:
+    out = io.BytesIO()
+    entity_writer(type(entity))(out, entity)
+    return out.getvalue()
+
+
+def peek_api(frame_body: bytes | memoryview) -> tuple[int, int]:
+    """The (api_key, api_version) every request header starts with."""
+    if len(frame_body) < _KEY_AND_VERSION.size:
+        raise MalformedFrameError(f"frame of {len(frame_body)} bytes is too short for a request header")
+    return _KEY_AND_VERSION.unpack_from(frame_body)
+
+
+def decode_request(frame_body: bytes) -> tuple[Any, Any]:
+    """Parses a request frame (without its size prefix) into (header, request).
+
+    Raises UnsupportedVersionError for an API key or version with no schema, and
+    MalformedFrameError when the bytes do not parse or leave bytes over.
+    """
+    api_key, version = peek_api(frame_body)
+    cls = request_class(api_key, version)
+    header, pos = decode(cls.__header_schema__, frame_body)
+    request, pos = decode(cls, frame_body, pos)
+    if pos != len(frame_body):
+        raise MalformedFrameError(
+            f"{api_name(api_key)} v{version}: {len(frame_body) - pos} bytes left over after the request"
+        )
+    return header, request
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """A whole response frame: size, the header this response version uses, body."""
+    header_cls = type(response).__header_schema__
+    return frame(encode(header_cls(correlation_id=correlation_id)), encode(response))
+
+
+def encode_request(request: Any, correlation_id: int, client_id: str | None) -> bytes:
+    """A whole request frame, for clients and peer connections."""
+    cls = type(request)
+    header = cls.__header_schema__(
+        request_api_key=cls.__api_key__,
+        request_api_version=cls.__version__,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    return frame(encode(header), encode(request))
+
+
+def decode_response(frame_body: bytes, response_cls: type) -> tuple[int, Any]:
+    """Parses a response frame (without size prefix) into (correlation_id, response)."""
+    header, pos = decode(response_cls.__header_schema__, frame_body)
+    response, pos = decode(response_cls, frame_body, pos)
+    if pos != len(frame_body):
+        raise MalformedFrameError(f"{response_cls.__name__}: {len(frame_body) - pos} bytes left over")
+    return header.correlation_id, response

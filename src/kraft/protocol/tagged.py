@@ -1,0 +1,86 @@
+"""Decoding that tolerates tagged fields this build does not know.
+
+kio's native reader raises KeyError on an unknown tag. Kafka's rule is that readers skip
+tags they do not know (that is what makes tagged fields safe to add), so on that error we
+re-read the message here, walking kio's own schema classes: known fields through kio's
+readers, nested structs recursively, unknown tags skipped by their length.
+"""
+
+from dataclasses import Field, fields
+from functools import cache
+from typing import Any
+
+from kio._kio_native import get_field_reader
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, is_optional
+from kio.serial.readers import (
+    read_compact_array_length,
+    read_int8,
+    read_legacy_array_length,
+    read_unsigned_varint,
+)
+
+Plan = tuple[list[tuple[Field, Any]], dict[int, tuple[Field, Any]]]
+
+
+@cache
+def _plan(cls: type) -> Plan:
+    """For each field, either kio's reader (primitives) or a marker to recurse (structs)."""
+    is_header = cls.__name__ == "RequestHeader"
+    plain: list[tuple[Field, Any]] = []
+    tagged: dict[int, tuple[Field, Any]] = {}
+    for f in fields(cls):
+        tag = get_field_tag(f)
+        kind = classify_field(f)
+        if isinstance(kind, EntityField | EntityTupleField):
+            how: Any = kind
+        else:
+            how = get_field_reader(cls, f, is_header, tag is not None)
+        if tag is None:
+            plain.append((f, how))
+        else:
+            tagged[tag] = (f, how)
+    return plain, tagged
+
+
+def _read_field(cls: type, f: Field, how: Any, buf: memoryview, pos: int, is_tag: bool) -> tuple[Any, int]:
+    if isinstance(how, EntityTupleField):
+        reader = read_compact_array_length if cls.__flexible__ else read_legacy_array_length
+        n, size = reader(buf, pos)
+        pos += size
+        if n is None or n < 0:
+            return None, pos
+        items = []
+        for _ in range(n):
+            item, pos = read_entity(how.type_, buf, pos)
+            items.append(item)
+        return tuple(items), pos
+    if isinstance(how, EntityField):
+        if is_optional(f) and not is_tag:
+            marker, size = read_int8(buf, pos)
+            pos += size
+            if marker < 0:
+                return None, pos
+        return read_entity(how.type_, buf, pos)
+    value, size = how(buf, pos)
+    return value, pos + size
+
+
+def read_entity(cls: type, buf: memoryview, pos: int) -> tuple[Any, int]:
+    """Reads one `cls` at `pos`, skipping unknown tagged fields; returns it and the end position."""
+    plain, tagged = _plan(cls)
+    values: dict[str, Any] = {}
+    for f, how in plain:
+        values[f.name], pos = _read_field(cls, f, how, buf, pos, False)
+    if cls.__flexible__:
+        count, size = read_unsigned_varint(buf, pos)
+        pos += size
+        for _ in range(count):
+            tag, size = read_unsigned_varint(buf, pos)
+            pos += size
+            length, size = read_unsigned_varint(buf, pos)
+            pos += size
+            if tag in tagged:
+                f, how = tagged[tag]
+                values[f.name], _ = _read_field(cls, f, how, buf, pos, True)
+            pos += length
+    return cls(**values), pos

@@ -1,0 +1,1 @@
+"""raft layer; see ../shared/DESIGN.md."""

@@ -1,0 +1,74 @@
+"""Kafka RecordBatch v2 and control records.
+
+Walk batches without decoding (`iter_batches`, `iter_file_batches`), decode them for a state
+machine (`read_batches` then `RecordBatch.records()`), and build them (`build_batch`,
+`build_control_batch`).
+"""
+
+from kraft.records.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Record,
+    RecordBatch,
+    SimpleRecord,
+    TimestampType,
+    build_batch,
+    crc_is_valid,
+    iter_batches,
+    iter_file_batches,
+    read_batches,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
+from kraft.records.compression import Compression
+from kraft.records.control import (
+    ControlMessage,
+    ControlRecordError,
+    ControlType,
+    EndTxnMarker,
+    LeaderChangeMessage,
+    SnapshotFooterRecord,
+    SnapshotHeaderRecord,
+    UnparsedControl,
+    build_control_batch,
+    decode_control_record,
+)
+from kraft.records.errors import (
+    CorruptRecordError,
+    IncompleteBatchError,
+    RecordError,
+    UnsupportedCompressionError,
+)
+
+__all__ = [
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "BatchHeader",
+    "Compression",
+    "ControlMessage",
+    "ControlRecordError",
+    "ControlType",
+    "CorruptRecordError",
+    "EndTxnMarker",
+    "IncompleteBatchError",
+    "LeaderChangeMessage",
+    "Record",
+    "RecordBatch",
+    "RecordError",
+    "SimpleRecord",
+    "SnapshotFooterRecord",
+    "SnapshotHeaderRecord",
+    "TimestampType",
+    "UnparsedControl",
+    "UnsupportedCompressionError",
+    "build_batch",
+    "build_control_batch",
+    "crc_is_valid",
+    "decode_control_record",
+    "iter_batches",
+    "iter_file_batches",
+    "read_batches",
+    "set_base_offset",
+    "set_partition_leader_epoch",
+]

@@ -1,0 +1,341 @@
+"""Kafka RecordBatch v2 (magic 2): header layout, the batch walker, building and decoding.
+
+Two levels of reading, because replication and state machines need different things:
+
+* `iter_batches` / `iter_file_batches` walk batch headers and check CRCs without decoding a
+  single record. Replication, recovery and FetchSnapshot only need offsets, epochs and sizes,
+  and move the bytes on untouched.
+* `RecordBatch.records()` decodes records (in C, see `_codec.c`) for the state machine.
+
+Header layout (big endian, 61 bytes), CRC32C covering `attributes` to the end of the batch:
+
+    base_offset i64 | batch_length i32 | partition_leader_epoch i32 | magic i8 | crc u32 |
+    attributes i16 | last_offset_delta i32 | base_timestamp i64 | max_timestamp i64 |
+    producer_id i64 | producer_epoch i16 | base_sequence i32 | records_count i32
+"""
+
+import enum
+import os
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from typing import Literal, NamedTuple
+
+from crc32c import crc32c
+
+from kraft.records import _codec
+from kraft.records.compression import Compression, compress, decompress
+from kraft.records.errors import CorruptRecordError, IncompleteBatchError
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes not counted in batch_length
+CRC_START = 21  # offset of attributes, where the CRC's span begins
+MAGIC = 2
+_BASE_OFFSET = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+# Attribute bits.
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+Record = _codec.Record
+"""A decoded record (offset, timestamp, key, value, headers); tuple-like and fast to build."""
+
+
+class TimestampType(enum.IntEnum):
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+class SimpleRecord(NamedTuple):
+    """A record to be written; its offset is assigned by its position in the batch."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]] = ()
+    timestamp: int | None = None
+
+
+class BatchHeader(NamedTuple):
+    """A batch's header as read in place, with the absolute position it was read at."""
+
+    position: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch occupies, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> Compression:
+        return Compression(self.attributes & COMPRESSION_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType((self.attributes & TIMESTAMP_TYPE_BIT) >> 3)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+
+def _parse_header(view: memoryview, pos: int, position: int) -> BatchHeader:
+    """Unpacks and range-checks one header; `position` is the absolute position of `pos`."""
+    fields = HEADER.unpack_from(view, pos)
+    header = BatchHeader(position, *fields)
+    if header.magic != MAGIC:
+        raise CorruptRecordError(position, f"magic byte is {header.magic}, expected {MAGIC}")
+    if header.batch_length < _MIN_BATCH_LENGTH:
+        raise CorruptRecordError(position, f"batch length {header.batch_length} is below the header size")
+    return header
+
+
+def _check_body(header: BatchHeader, view: memoryview, pos: int, verify_crc: bool) -> None:
+    if verify_crc:
+        computed = crc32c(view[pos + CRC_START : pos + header.size])
+        if computed != header.crc:
+            raise CorruptRecordError(
+                header.position,
+                f"CRC mismatch: stored {header.crc:#010x}, computed {computed:#010x}",
+            )
+    if header.last_offset_delta < 0 or header.records_count < 0:
+        raise CorruptRecordError(
+            header.position,
+            f"last offset delta {header.last_offset_delta} / record count {header.records_count} out of range",
+        )
+    if header.attributes & COMPRESSION_MASK > Compression.ZSTD:
+        raise CorruptRecordError(header.position, f"unknown compression codec {header.attributes & 7}")
+
+
+def iter_batches(
+    buf: bytes | bytearray | memoryview,
+    *,
+    position: int = 0,
+    verify_crc: bool = True,
+    expected_offset: int | None = None,
+    partial_tail: Literal["error", "stop"] = "error",
+) -> Iterator[BatchHeader]:
+    """Walks the batches in `buf` without decoding records.
+
+    `position` is where `buf` starts in its file or stream, so errors and headers carry
+    absolute positions. With `expected_offset`, each batch must start where the previous one
+    ended (the only check that covers base_offset, which the CRC does not). A buffer ending
+    inside a batch raises IncompleteBatchError, or ends the walk with partial_tail="stop"
+    (a fetch response cut at its byte limit, or a torn tail the caller will handle).
+    """
+    view = memoryview(buf)
+    end = len(view)
+    pos = 0
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            if partial_tail == "stop":
+                return
+            raise IncompleteBatchError(position + pos, f"{end - pos} bytes left, fewer than a batch header")
+        header = _parse_header(view, pos, position + pos)
+        if header.size > end - pos:
+            if partial_tail == "stop":
+                return
+            raise IncompleteBatchError(
+                position + pos, f"batch of {header.size} bytes but only {end - pos} bytes left"
+            )
+        _check_body(header, view, pos, verify_crc)
+        if expected_offset is not None:
+            if header.base_offset != expected_offset:
+                raise CorruptRecordError(
+                    position + pos, f"base offset {header.base_offset}, expected {expected_offset}"
+                )
+            expected_offset = header.next_offset
+        yield header
+        pos += header.size
+
+
+def iter_file_batches(
+    fd: int,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    verify_crc: bool = True,
+    expected_offset: int | None = None,
+    partial_tail: Literal["error", "stop"] = "error",
+    chunk_size: int = 4 << 20,
+) -> Iterator[BatchHeader]:
+    """Walks the batches of a file region [start, end) through one reusable buffer.
+
+    Reads with preadv into the same buffer, so a scan of a large segment allocates nothing
+    per batch and never holds more than one chunk (or one batch, if a batch is larger).
+    """
+    if end is None:
+        end = os.fstat(fd).st_size
+    buf = bytearray(chunk_size)
+    pos = start
+    while pos < end:
+        want = min(len(buf), end - pos)
+        got = os.preadv(fd, [memoryview(buf)[:want]], pos)
+        view = memoryview(buf)[:got]
+        consumed = 0
+        for header in iter_batches(
+            view, position=pos, verify_crc=verify_crc, expected_offset=expected_offset, partial_tail="stop"
+        ):
+            consumed = header.position + header.size - pos
+            if expected_offset is not None:
+                expected_offset = header.next_offset
+            yield header
+        view.release()
+        if consumed:
+            pos += consumed
+            continue
+        # No whole batch in the window: a batch larger than the buffer, or a partial tail.
+        if got >= HEADER_SIZE and pos + got < end:
+            batch_size = _parse_header(memoryview(buf), 0, pos).size
+            if batch_size > len(buf):
+                buf = bytearray(batch_size)
+                continue
+        if partial_tail == "stop":
+            return
+        raise IncompleteBatchError(pos, f"file ends {end - pos} bytes into a batch")
+
+
+class RecordBatch:
+    """A whole batch: its header plus the bytes, decodable into records."""
+
+    __slots__ = ("header", "data")
+
+    def __init__(self, header: BatchHeader, data: bytes | memoryview) -> None:
+        self.header = header
+        self.data = data
+
+    def __repr__(self) -> str:
+        h = self.header
+        return (
+            f"RecordBatch(offsets={h.base_offset}..{h.last_offset}, epoch={h.partition_leader_epoch}, "
+            f"count={h.records_count}, size={h.size}, control={h.is_control})"
+        )
+
+    def records(self) -> list[Record]:
+        """Decodes every record; any inconsistency raises CorruptRecordError at its position."""
+        h = self.header
+        body: bytes | memoryview = self.data[HEADER_SIZE : h.size]
+        if h.compression != Compression.NONE:
+            try:
+                body = decompress(h.compression, body)
+            except ValueError as e:
+                raise CorruptRecordError(h.position, str(e)) from None
+        log_append = h.max_timestamp if h.timestamp_type == TimestampType.LOG_APPEND_TIME else None
+        try:
+            return _codec.decode_records(body, h.base_offset, h.base_timestamp, h.records_count, log_append)
+        except ValueError as e:
+            reason, rel = e.args
+            if h.compression == Compression.NONE:
+                raise CorruptRecordError(h.position + HEADER_SIZE + rel, reason) from None
+            raise CorruptRecordError(h.position, f"{reason} (at byte {rel} of the decompressed records)") from None
+
+
+def read_batches(
+    buf: bytes | bytearray | memoryview, *, position: int = 0, expected_offset: int | None = None
+) -> Iterator[RecordBatch]:
+    """Walks `buf` (CRC-checked) and yields each batch ready to decode, sharing `buf`'s memory."""
+    view = memoryview(buf)
+    for header in iter_batches(view, position=position, expected_offset=expected_offset):
+        rel = header.position - position
+        yield RecordBatch(header, view[rel : rel + header.size])
+
+
+def build_batch(
+    records: Sequence[SimpleRecord | tuple],
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    compression: Compression = Compression.NONE,
+    timestamp: int | None = None,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    control: bool = False,
+    transactional: bool = False,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+) -> bytes:
+    """Encodes one batch. Records are (key, value[, headers[, timestamp]]) tuples.
+
+    Records without a timestamp get `timestamp` (default: now). With LOG_APPEND_TIME,
+    `timestamp` is the append time and becomes the batch's max timestamp, which readers
+    report for every record.
+    """
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    now = int(time.time() * 1000) if timestamp is None else timestamp
+    first = records[0]
+    base_timestamp = first[3] if len(first) == 4 and first[3] is not None else now
+    body, max_timestamp = _codec.encode_records(records, base_timestamp, now)
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        max_timestamp = now
+    body = compress(compression, body)
+    attributes = int(compression) | (timestamp_type << 3)
+    if transactional:
+        attributes |= TRANSACTIONAL_BIT
+    if control:
+        attributes |= CONTROL_BIT
+    fields = (
+        attributes,
+        len(records) - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    tail = HEADER.pack(0, 0, 0, 0, 0, *fields)[CRC_START:]
+    crc = crc32c(body, crc32c(tail))
+    length = HEADER_SIZE - LOG_OVERHEAD + len(body)
+    head = HEADER.pack(base_offset, length, partition_leader_epoch, MAGIC, crc, *fields)
+    return head + body
+
+
+def crc_is_valid(batch: bytes | bytearray | memoryview) -> bool:
+    """Whether one whole batch's stored CRC matches its bytes (for tools that report, not stop)."""
+    (stored,) = struct.unpack_from(">I", batch, 17)
+    return crc32c(memoryview(batch)[CRC_START:]) == stored
+
+
+def set_base_offset(batch: bytearray | memoryview, base_offset: int) -> None:
+    """Rewrites a batch's base offset in place; it lies outside the CRC, so the CRC stays valid."""
+    _BASE_OFFSET.pack_into(batch, 0, base_offset)
+
+
+def set_partition_leader_epoch(batch: bytearray | memoryview, epoch: int) -> None:
+    """Stamps the leader epoch in place; like the base offset it is outside the CRC."""
+    _EPOCH.pack_into(batch, 12, epoch)

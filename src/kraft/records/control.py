@@ -1,0 +1,232 @@
+"""Control records: the key is (version int16, type int16); the value depends on the type.
+
+KRaft writes three of them: LeaderChangeMessage (a new leader's first record in its epoch),
+and SnapshotHeaderRecord / SnapshotFooterRecord (the first and last batch of a snapshot).
+Their values use Kafka's flexible-version encoding (compact arrays, tagged fields), which
+is small enough to write here by hand; tests check it against kio's generated schemas.
+"""
+
+import enum
+import struct
+from dataclasses import dataclass
+
+from kraft.records.batch import NO_PARTITION_LEADER_EPOCH, Record, SimpleRecord, build_batch
+from kraft.records.errors import RecordError
+
+CONTROL_KEY = struct.Struct(">hh")
+CONTROL_KEY_VERSION = 0
+
+
+class ControlType(enum.IntEnum):
+    ABORT = 0
+    COMMIT = 1
+    LEADER_CHANGE = 2
+    SNAPSHOT_HEADER = 3
+    SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
+
+
+class ControlRecordError(RecordError):
+    """A control record whose key or value does not parse."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChangeMessage:
+    leader_id: int
+    voters: tuple[int, ...]
+    granting_voters: tuple[int, ...]
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotHeaderRecord:
+    last_contained_log_timestamp: int
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotFooterRecord:
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnMarker:
+    """Value of ABORT and COMMIT markers; KRaft never writes them but may read them."""
+
+    committed: bool
+    coordinator_epoch: int
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class UnparsedControl:
+    """A control type this build does not interpret (KRaftVersion, Voters): kept as bytes."""
+
+    type: ControlType | int
+    value: bytes | None
+
+
+ControlMessage = LeaderChangeMessage | SnapshotHeaderRecord | SnapshotFooterRecord | EndTxnMarker | UnparsedControl
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+class _Reader:
+    """Cursor over a flexible-version value; every short read becomes a ControlRecordError."""
+
+    def __init__(self, data: bytes, what: str) -> None:
+        self.data = data
+        self.pos = 0
+        self.what = what
+
+    def _take(self, n: int) -> bytes:
+        if self.pos + n > len(self.data):
+            raise ControlRecordError(f"{self.what} value ends early at byte {self.pos}")
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def int16(self) -> int:
+        return struct.unpack(">h", self._take(2))[0]
+
+    def int32(self) -> int:
+        return struct.unpack(">i", self._take(4))[0]
+
+    def int64(self) -> int:
+        return struct.unpack(">q", self._take(8))[0]
+
+    def uvarint(self) -> int:
+        result = shift = 0
+        for _ in range(5):
+            b = self._take(1)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+        raise ControlRecordError(f"{self.what} varint longer than 5 bytes at byte {self.pos}")
+
+    def skip_tagged_fields(self) -> None:
+        """Tagged fields from newer writers are skipped, as Kafka's readers do."""
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
+    def voters(self) -> tuple[int, ...]:
+        n = self.uvarint() - 1
+        if n < 0:
+            raise ControlRecordError(f"{self.what} has a null voter array")
+        out = []
+        for _ in range(n):
+            out.append(self.int32())
+            self.skip_tagged_fields()
+        return tuple(out)
+
+    def end(self) -> None:
+        self.skip_tagged_fields()
+        if self.pos != len(self.data):
+            raise ControlRecordError(f"{self.what} has {len(self.data) - self.pos} trailing bytes")
+
+
+def _voters(ids: tuple[int, ...]) -> bytes:
+    return _uvarint(len(ids) + 1) + b"".join(struct.pack(">i", v) + b"\x00" for v in ids)
+
+
+def encode_control_value(message: ControlMessage) -> bytes:
+    if isinstance(message, LeaderChangeMessage):
+        return (
+            struct.pack(">hi", message.version, message.leader_id)
+            + _voters(message.voters)
+            + _voters(message.granting_voters)
+            + b"\x00"
+        )
+    if isinstance(message, SnapshotHeaderRecord):
+        return struct.pack(">hq", message.version, message.last_contained_log_timestamp) + b"\x00"
+    if isinstance(message, SnapshotFooterRecord):
+        return struct.pack(">h", message.version) + b"\x00"
+    if isinstance(message, EndTxnMarker):
+        return struct.pack(">hi", message.version, message.coordinator_epoch)
+    raise TypeError(f"cannot encode control message {message!r}")
+
+
+def control_type_of(message: ControlMessage) -> ControlType:
+    if isinstance(message, LeaderChangeMessage):
+        return ControlType.LEADER_CHANGE
+    if isinstance(message, SnapshotHeaderRecord):
+        return ControlType.SNAPSHOT_HEADER
+    if isinstance(message, SnapshotFooterRecord):
+        return ControlType.SNAPSHOT_FOOTER
+    if isinstance(message, EndTxnMarker):
+        return ControlType.COMMIT if message.committed else ControlType.ABORT
+    raise TypeError(f"not a control message: {message!r}")
+
+
+def control_key(kind: ControlType) -> bytes:
+    return CONTROL_KEY.pack(CONTROL_KEY_VERSION, kind)
+
+
+def parse_control_key(key: bytes | None) -> int:
+    """The control type of a control record's key (an int, since newer types may be unknown)."""
+    if key is None or len(key) < CONTROL_KEY.size:
+        raise ControlRecordError(f"control record key must be 4 bytes, got {key!r}")
+    version, kind = CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise ControlRecordError(f"control record key has negative version {version}")
+    return kind
+
+
+def decode_control_record(record: Record) -> ControlMessage:
+    """Decodes a record from a control batch into its typed message."""
+    kind = parse_control_key(record.key)
+    value = record.value
+    if kind in (ControlType.ABORT, ControlType.COMMIT):
+        if value is None:
+            raise ControlRecordError("transaction marker without a value")
+        r = _Reader(value, "EndTxnMarker")
+        version = r.int16()
+        return EndTxnMarker(kind == ControlType.COMMIT, r.int32(), version)
+    if kind not in (ControlType.LEADER_CHANGE, ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER):
+        try:
+            return UnparsedControl(ControlType(kind), value)
+        except ValueError:
+            return UnparsedControl(kind, value)
+    name = ControlType(kind).name
+    if value is None:
+        raise ControlRecordError(f"{name} control record without a value")
+    r = _Reader(value, name)
+    version = r.int16()
+    message: ControlMessage
+    if kind == ControlType.LEADER_CHANGE:
+        leader_id = r.int32()
+        message = LeaderChangeMessage(leader_id, r.voters(), r.voters(), version)
+    elif kind == ControlType.SNAPSHOT_HEADER:
+        message = SnapshotHeaderRecord(r.int64(), version)
+    else:
+        message = SnapshotFooterRecord(version)
+    r.end()
+    return message
+
+
+def build_control_batch(
+    message: ControlMessage,
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    timestamp: int | None = None,
+) -> bytes:
+    """A batch holding one control record, as Kafka writes LeaderChange and snapshot markers."""
+    record = SimpleRecord(control_key(control_type_of(message)), encode_control_value(message))
+    return build_batch(
+        [record],
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        timestamp=timestamp,
+        control=True,
+    )

@@ -1,0 +1,1 @@
+"""server layer; see ../shared/DESIGN.md."""

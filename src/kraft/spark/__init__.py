@@ -1,0 +1,1 @@
+"""spark layer; see ../shared/DESIGN.md."""

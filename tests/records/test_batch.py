@@ -1,0 +1,186 @@
+"""RecordBatch v2: layout, attributes, timestamps, compression and error reporting."""
+
+import struct
+
+import pytest
+from crc32c import crc32c
+
+from kraft.records import (
+    HEADER_SIZE,
+    Compression,
+    CorruptRecordError,
+    IncompleteBatchError,
+    SimpleRecord,
+    TimestampType,
+    UnsupportedCompressionError,
+    build_batch,
+    iter_batches,
+    read_batches,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
+from kraft.records.batch import CRC_START
+
+
+def one(buf: bytes):
+    (batch,) = list(read_batches(buf))
+    return batch
+
+
+def test_header_fields_land_where_kafka_puts_them():
+    buf = build_batch(
+        [SimpleRecord(b"k", b"v", (), 1_000), SimpleRecord(None, b"w", (), 1_005)],
+        base_offset=42,
+        partition_leader_epoch=7,
+        producer_id=99,
+        producer_epoch=3,
+        base_sequence=11,
+        transactional=True,
+    )
+    base_offset, length, epoch, magic, crc = struct.unpack_from(">qiibI", buf)
+    assert (base_offset, epoch, magic) == (42, 7, 2)
+    assert length == len(buf) - 12
+    assert crc == crc32c(buf[CRC_START:])
+    h = one(buf).header
+    assert (h.last_offset_delta, h.base_timestamp, h.max_timestamp) == (1, 1_000, 1_005)
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.records_count) == (99, 3, 11, 2)
+    assert h.is_transactional and not h.is_control
+    assert (h.last_offset, h.next_offset, h.size) == (43, 44, len(buf))
+
+
+def test_records_round_trip_with_keys_values_headers_and_nulls():
+    records = [
+        SimpleRecord(b"key", b"value", [("a", b"1"), ("b", None)], 5),
+        SimpleRecord(None, None, (), 6),
+        SimpleRecord(b"", b"", [("", b"")], 4),
+    ]
+    decoded = one(build_batch(records, base_offset=100)).records()
+    assert [r.offset for r in decoded] == [100, 101, 102]
+    assert [(r.key, r.value, r.timestamp) for r in decoded] == [
+        (b"key", b"value", 5),
+        (None, None, 6),
+        (b"", b"", 4),
+    ]
+    assert decoded[0].headers == (("a", b"1"), ("b", None))
+    assert decoded[2].headers == (("", b""),)
+
+
+def test_records_without_timestamp_take_the_batch_default():
+    decoded = one(build_batch([(b"k", b"v"), SimpleRecord(None, b"x", (), 77)], timestamp=50)).records()
+    assert [r.timestamp for r in decoded] == [50, 77]
+
+
+def test_log_append_time_stamps_every_record_with_the_max_timestamp():
+    buf = build_batch(
+        [SimpleRecord(None, b"a", (), 1), SimpleRecord(None, b"b", (), 2)],
+        timestamp=900,
+        timestamp_type=TimestampType.LOG_APPEND_TIME,
+    )
+    batch = one(buf)
+    assert batch.header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert [r.timestamp for r in batch.records()] == [900, 900]
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP, Compression.LZ4, Compression.ZSTD])
+def test_every_codec_round_trips(codec):
+    records = [SimpleRecord(str(i).encode(), b"payload-%d" % i * 20, [("h", b"%d" % i)], i) for i in range(200)]
+    buf = build_batch(records, compression=codec)
+    batch = one(buf)
+    assert batch.header.compression == codec
+    assert [(r.key, r.value, r.headers, r.timestamp) for r in batch.records()] == [
+        (r.key, r.value, tuple(r.headers), r.timestamp) for r in records
+    ]
+    if codec != Compression.NONE:
+        assert len(buf) < len(build_batch(records))
+
+
+def test_snappy_is_refused_clearly_in_both_directions():
+    with pytest.raises(UnsupportedCompressionError, match="SNAPPY"):
+        build_batch([(None, b"x")], compression=Compression.SNAPPY)
+    buf = bytearray(build_batch([(None, b"x")]))
+    struct.pack_into(">h", buf, CRC_START, Compression.SNAPPY)
+    struct.pack_into(">I", buf, 17, crc32c(buf[CRC_START:]))
+    with pytest.raises(UnsupportedCompressionError, match="snappy"):
+        one(bytes(buf)).records()
+
+
+def test_empty_batch_is_refused():
+    with pytest.raises(ValueError, match="at least one record"):
+        build_batch([])
+
+
+def test_bad_record_types_are_type_errors_naming_the_record():
+    with pytest.raises(TypeError, match="record 1"):
+        build_batch([(None, b"ok"), (None, 12)])
+    with pytest.raises(TypeError, match="record 0 must be a tuple"):
+        build_batch([b"not a tuple"])
+    with pytest.raises(TypeError, match="header 0 key must be str"):
+        build_batch([(None, b"v", [(5, b"x")])])
+
+
+def test_bytes_like_keys_and_values_are_accepted():
+    decoded = one(build_batch([(bytearray(b"k"), memoryview(b"v"), [("h", bytearray(b"x"))])])).records()
+    assert (decoded[0].key, decoded[0].value, decoded[0].headers) == (b"k", b"v", (("h", b"x"),))
+
+
+def test_walker_gives_absolute_positions_and_checks_contiguity():
+    a = build_batch([(None, b"a")] * 3, base_offset=0)
+    b = build_batch([(None, b"b")] * 2, base_offset=3)
+    headers = list(iter_batches(a + b, position=1000, expected_offset=0))
+    assert [(h.position, h.base_offset, h.last_offset) for h in headers] == [(1000, 0, 2), (1000 + len(a), 3, 4)]
+    with pytest.raises(CorruptRecordError, match="base offset 3, expected 0") as err:
+        list(iter_batches(b + a, position=10, expected_offset=0))
+    assert err.value.position == 10
+
+
+def test_torn_tail_is_incomplete_or_stops_on_request():
+    a = build_batch([(None, b"a")] * 3)
+    b = build_batch([(None, b"b")] * 3, base_offset=3)
+    torn = a + b[:-5]
+    with pytest.raises(IncompleteBatchError) as err:
+        list(iter_batches(torn))
+    assert err.value.position == len(a)
+    assert [h.base_offset for h in iter_batches(torn, partial_tail="stop")] == [0]
+    with pytest.raises(IncompleteBatchError, match="fewer than a batch header"):
+        list(iter_batches(a + b[:HEADER_SIZE - 1]))
+
+
+def test_crc_mismatch_names_the_batch_position():
+    a = build_batch([(None, b"a")])
+    b = bytearray(build_batch([(None, b"b")], base_offset=1))
+    b[-1] ^= 0x01
+    with pytest.raises(CorruptRecordError, match=f"position {len(a)}: CRC mismatch"):
+        list(iter_batches(a + bytes(b)))
+
+
+def test_decoder_reports_the_record_position_when_the_crc_is_right_but_content_is_not():
+    buf = bytearray(build_batch([(None, b"a"), (None, b"b")]))
+    buf[HEADER_SIZE] = 0x7E  # first record's length varint now claims 63 bytes
+    struct.pack_into(">I", buf, 17, crc32c(buf[CRC_START:]))
+    with pytest.raises(CorruptRecordError, match="record length out of range") as err:
+        one(bytes(buf)).records()
+    assert err.value.position == HEADER_SIZE
+
+
+def test_record_count_larger_than_the_batch_is_corrupt_not_a_huge_allocation():
+    buf = bytearray(build_batch([(None, b"a")]))
+    struct.pack_into(">i", buf, 57, 2**31 - 1)
+    struct.pack_into(">I", buf, 17, crc32c(buf[CRC_START:]))
+    with pytest.raises(CorruptRecordError, match="record count"):
+        one(bytes(buf)).records()
+
+
+def test_base_offset_and_epoch_can_be_rewritten_without_breaking_the_crc():
+    buf = bytearray(build_batch([(None, b"a")] * 4))
+    set_base_offset(buf, 500)
+    set_partition_leader_epoch(buf, 9)
+    h = one(bytes(buf)).header
+    assert (h.base_offset, h.partition_leader_epoch, h.last_offset) == (500, 9, 503)
+    assert [r.offset for r in one(bytes(buf)).records()] == [500, 501, 502, 503]
+
+
+def test_wrong_magic_is_reported():
+    buf = bytearray(build_batch([(None, b"a")]))
+    buf[16] = 1
+    with pytest.raises(CorruptRecordError, match="magic byte is 1"):
+        list(iter_batches(bytes(buf)))

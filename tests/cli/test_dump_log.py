@@ -54,3 +54,22 @@ def test_demo_runs_and_verifies(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "Read back and verified" in out.stdout
     assert "isvalid: false" in out.stdout  # the damaged copy is caught
+
+
+def test_dump_log_reads_index_files_and_checks_them(tmp_path):
+    from kraft.storage import FileLog
+
+    log = FileLog(tmp_path / "__cluster_metadata-0", index_interval_bytes=100)
+    for i in range(10):
+        log.append_as_leader(build_batch([SimpleRecord(None, b"x" * 60)] * 3), epoch=1)
+    log.close()
+    index = tmp_path / "__cluster_metadata-0" / "00000000000000000000.index"
+    out = kraft("dump-log", "--files", str(index))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[1] == "offset: 2 position: 0" and len(lines) > 3
+    assert "mismatch" not in out.stdout
+    raw = bytearray(index.read_bytes())
+    raw[11] ^= 0x01  # the second entry's position now points inside a batch
+    index.write_bytes(bytes(raw))
+    assert "mismatch" in kraft("dump-log", "--files", str(index)).stdout

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kraft.records import (
+    HEADER_SIZE,
     BatchHeader,
     ControlType,
     CorruptRecordError,
@@ -23,8 +24,10 @@ from kraft.records import (
     crc_is_valid,
     decode_control_record,
     iter_file_batches,
+    parse_header,
 )
 from kraft.records.control import parse_control_key
+from kraft.storage.segment import INDEX_ENTRY
 
 
 def _control_name(kind: int) -> str:
@@ -88,6 +91,34 @@ def describe_record(r: Record, h: BatchHeader) -> str:
     if h.is_control:
         return f"{prefix} {describe_control(r)}"
     return f"{prefix} key: {_text(r.key)} payload: {_text(r.value)}"
+
+
+def dump_index(path: Path) -> Iterator[str]:
+    """Lines for a sparse `.index`: each entry's absolute offset and the position it points at,
+    checked against the batch found there (as kafka-dump-log --index-sanity-check does)."""
+    yield f"Dumping {path}"
+    base = int(path.stem)
+    raw = path.read_bytes()
+    segment = path.with_suffix(".log")
+    fd = os.open(segment, os.O_RDONLY) if segment.exists() else None
+    try:
+        for at in range(0, len(raw) - len(raw) % INDEX_ENTRY.size, INDEX_ENTRY.size):
+            relative, position = INDEX_ENTRY.unpack_from(raw, at)
+            line = f"offset: {base + relative} position: {position}"
+            if fd is not None:
+                header = os.pread(fd, HEADER_SIZE, position)
+                try:
+                    h = parse_header(memoryview(header), 0, position) if len(header) == HEADER_SIZE else None
+                except CorruptRecordError:
+                    h = None
+                if h is None or h.last_offset != base + relative:
+                    line += " (mismatch: no batch ending at this offset starts here)"
+            yield line
+        if len(raw) % INDEX_ENTRY.size:
+            yield f"Found {len(raw) % INDEX_ENTRY.size} trailing bytes that are not a whole index entry"
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def dump_segment(path: Path, print_records: bool = False) -> Iterator[str]:

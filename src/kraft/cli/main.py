@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def _dump_log(args: argparse.Namespace) -> int:
-    from kraft.cli.dump_log import dump_segment
+    from kraft.cli.dump_log import dump_index, dump_segment
 
     status = 0
     for name in args.files:
@@ -15,11 +15,15 @@ def _dump_log(args: argparse.Namespace) -> int:
             print(f"kraft dump-log: {path}: no such file", file=sys.stderr)
             status = 2
             continue
-        if path.suffix != ".log":
-            print(f"kraft dump-log: {path}: not a .log segment", file=sys.stderr)
+        if path.suffix == ".log":
+            lines = dump_segment(path, print_records=args.print_records)
+        elif path.suffix == ".index":
+            lines = dump_index(path)
+        else:
+            print(f"kraft dump-log: {path}: not a .log segment or .index file", file=sys.stderr)
             status = 2
             continue
-        for line in dump_segment(path, print_records=args.print_records):
+        for line in lines:
             print(line)
     return status
 
@@ -34,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kraft", description="Kafka's KRaft replicated log in Python.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    dump = sub.add_parser("dump-log", help="print the batches of .log segments (like kafka-dump-log)")
+    dump = sub.add_parser("dump-log", help="print .log segments and .index files (like kafka-dump-log)")
     dump.add_argument("--files", nargs="+", required=True, metavar="PATH", help="segment files to dump")
     dump.add_argument("--print-records", action="store_true", help="print every record, not only batches")
     dump.set_defaults(func=_dump_log)

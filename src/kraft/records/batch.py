@@ -113,8 +113,8 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_BIT)
 
 
-def _parse_header(view: memoryview, pos: int, position: int) -> BatchHeader:
-    """Unpacks and range-checks one header; `position` is the absolute position of `pos`."""
+def parse_header(view: memoryview, pos: int, position: int) -> BatchHeader:
+    """Unpacks and range-checks the header at `pos`; `position` is its absolute position in the file."""
     fields = HEADER.unpack_from(view, pos)
     header = BatchHeader(position, *fields)
     if header.magic != MAGIC:
@@ -165,7 +165,7 @@ def iter_batches(
             if partial_tail == "stop":
                 return
             raise IncompleteBatchError(position + pos, f"{end - pos} bytes left, fewer than a batch header")
-        header = _parse_header(view, pos, position + pos)
+        header = parse_header(view, pos, position + pos)
         if header.size > end - pos:
             if partial_tail == "stop":
                 return
@@ -220,7 +220,7 @@ def iter_file_batches(
             continue
         # No whole batch in the window: a batch larger than the buffer, or a partial tail.
         if got >= HEADER_SIZE and pos + got < end:
-            batch_size = _parse_header(memoryview(buf), 0, pos).size
+            batch_size = parse_header(memoryview(buf), 0, pos).size
             if batch_size > len(buf):
                 buf = bytearray(batch_size)
                 continue
@@ -331,11 +331,13 @@ def crc_is_valid(batch: bytes | bytearray | memoryview) -> bool:
     return crc32c(memoryview(batch)[CRC_START:]) == stored
 
 
-def set_base_offset(batch: bytearray | memoryview, base_offset: int) -> None:
-    """Rewrites a batch's base offset in place; it lies outside the CRC, so the CRC stays valid."""
-    _BASE_OFFSET.pack_into(batch, 0, base_offset)
+def set_base_offset(buf: bytearray | memoryview, base_offset: int, position: int = 0) -> None:
+    """Rewrites the base offset of the batch at `position` in place; it lies outside the
+    CRC, so the CRC stays valid."""
+    _BASE_OFFSET.pack_into(buf, position, base_offset)
 
 
-def set_partition_leader_epoch(batch: bytearray | memoryview, epoch: int) -> None:
-    """Stamps the leader epoch in place; like the base offset it is outside the CRC."""
-    _EPOCH.pack_into(batch, 12, epoch)
+def set_partition_leader_epoch(buf: bytearray | memoryview, epoch: int, position: int = 0) -> None:
+    """Stamps the leader epoch of the batch at `position` in place; like the base offset it
+    is outside the CRC."""
+    _EPOCH.pack_into(buf, position + 12, epoch)

@@ -1,0 +1,145 @@
+"""Appends with group commit against a bare write+fsync loop of the same bytes, and reads
+against raw preads of the same file.
+
+100-byte records in batches of 100 and 1000; a commit group is GROUP batches followed by
+one fsync, in both loops, so the fsync count is the same and the ratio is what the log
+adds (batch validation, offset and epoch stamping, the index) on top of the disk. Two
+ways to hand a group over: one append call (and one os.write) per batch, or one per
+group, as the Raft leader does when it drains several batches at once.
+Target (issue 3): at least 80% of the bare loop.
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import print_table, write_results
+
+from kraft.records import SimpleRecord, build_batch
+from kraft.storage import FileLog
+
+GROUP = 10
+TOTAL_RECORDS = 200_000
+ROUNDS = 3
+
+
+def bare_loop(directory: Path, groups: list[list[bytes]]) -> float:
+    path = directory / "bare.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    start = time.perf_counter()
+    for group in groups:
+        for chunk in group:
+            os.write(fd, chunk)
+        os.fsync(fd)
+    elapsed = time.perf_counter() - start
+    os.close(fd)
+    path.unlink()
+    return elapsed
+
+
+def log_loop(directory: Path, groups: list[list[bytes]]) -> float:
+    path = directory / "__cluster_metadata-0"
+    log = FileLog(path)
+    start = time.perf_counter()
+    for group in groups:
+        for chunk in group:
+            log.append_as_leader(chunk, epoch=1)
+        log.flush()
+    elapsed = time.perf_counter() - start
+    log.close()
+    shutil.rmtree(path)
+    for name in ("log-start-offset-checkpoint", "recovery-point-offset-checkpoint"):
+        (directory / name).unlink(missing_ok=True)
+    return elapsed
+
+
+def read_compare(directory: Path) -> tuple[float, float, int, int]:
+    path = directory / "__cluster_metadata-0"
+    log = FileLog(path)
+    batch = build_batch([SimpleRecord(None, b"x" * 100)] * 1000)
+    for _ in range(TOTAL_RECORDS // 1000):
+        log.append_as_leader(batch, epoch=1)
+    log.flush()
+    chunk = 1 << 20
+
+    def ours() -> int:
+        offset, total = log.start_offset, 0
+        while offset < log.end_offset:
+            info = log.read(offset, chunk)
+            total += len(info.tobytes())
+            offset = info.next_offset
+        return total
+
+    segment = log.segments[0].path
+    size = segment.stat().st_size
+
+    def raw() -> int:
+        fd = os.open(segment, os.O_RDONLY)
+        total = 0
+        for position in range(0, size, chunk):
+            total += len(os.pread(fd, chunk, position))
+        os.close(fd)
+        return total
+
+    assert ours() == raw() == size
+    t_ours = min(_time(ours) for _ in range(ROUNDS))
+    t_raw = min(_time(raw) for _ in range(ROUNDS))
+    log.close()
+    return t_ours, t_raw, size, TOTAL_RECORDS
+
+
+def _time(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    directory = Path(tempfile.mkdtemp(dir=Path(__file__).parent / "results", prefix="log-bench-"))
+    rows = []
+    try:
+        for per_batch in (100, 1000):
+            batch = build_batch([SimpleRecord(None, b"x" * 100)] * per_batch)
+            n_groups = TOTAL_RECORDS // per_batch // GROUP
+            nbytes = len(batch) * GROUP * n_groups
+            for calls in ("batch", "group"):
+                group = [batch] * GROUP if calls == "batch" else [batch * GROUP]
+                groups = [group] * n_groups
+                t_log = min(log_loop(directory, groups) for _ in range(ROUNDS))
+                t_bare = min(bare_loop(directory, groups) for _ in range(ROUNDS))
+                rows.append({
+                    "operation": f"{per_batch} rec/batch, {GROUP} batches/fsync, one call per {calls}",
+                    "ours_records_s": TOTAL_RECORDS / t_log,
+                    "ours_MB_s": nbytes / t_log / 1e6,
+                    "baseline_records_s": TOTAL_RECORDS / t_bare,
+                    "baseline_MB_s": nbytes / t_bare / 1e6,
+                    "ratio": t_bare / t_log,
+                    "baseline": f"os.write per {calls} + os.fsync",
+                })
+        t_ours, t_raw, size, records = read_compare(directory)
+        rows.append({
+            "operation": "read 1 MiB at a time",
+            "ours_records_s": records / t_ours,
+            "ours_MB_s": size / t_ours / 1e6,
+            "baseline_records_s": records / t_raw,
+            "baseline_MB_s": size / t_raw / 1e6,
+            "ratio": t_raw / t_ours,
+            "baseline": "os.pread",
+        })
+    finally:
+        shutil.rmtree(directory)
+    print(f"FileLog, 100-byte records, {TOTAL_RECORDS} records per run, best of {ROUNDS}\n")
+    print_table(rows, ["operation", "ours_records_s", "ours_MB_s", "baseline_records_s", "baseline_MB_s", "ratio", "baseline"])
+    appends = rows[:-1]
+    print("\nratio = baseline time / our time (target for appends >= 0.80)")
+    for r in appends:
+        print(f"  {r['operation']}: {r['ratio']:.2f}")
+    print(f"results: {write_results('log', rows)}")
+    return 0 if min(r["ratio"] for r in appends) >= 0.8 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""The one interface through which the Raft core sees its log.
+
+`ReplicatedLog` holds what both implementations share: validating appends, the epoch
+cache, and Raft's truncation arithmetic. Subclasses store the bytes: `FileLog` in Kafka's
+segment files, `MemoryLog` in memory for the simulator.
+
+Durability model, the same for both: an append is visible at once and durable only after
+a `flush()` covering it (`last_flushed_offset`); truncation and moving the start offset
+are durable when they return.
+"""
+
+from abc import ABC, abstractmethod
+
+from kraft.records import (
+    BatchHeader,
+    CorruptRecordError,
+    RecordError,
+    iter_batches,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
+from kraft.storage.epoch_cache import LeaderEpochCache
+from kraft.storage.errors import InvalidAppendError, OffsetOutOfRangeError, RecordTooLargeError
+from kraft.storage.types import LogAppendInfo, LogReadInfo, OffsetAndEpoch
+
+# KafkaRaftClient's limit for one batch (MAX_BATCH_SIZE_BYTES).
+DEFAULT_MAX_BATCH_BYTES = 8 * 1024 * 1024
+
+
+class ReplicatedLog(ABC):
+    def __init__(self, epochs: LeaderEpochCache, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> None:
+        self._epochs = epochs
+        self.max_batch_bytes = max_batch_bytes
+
+    # ---------------------------------------------------------------- state
+
+    @property
+    @abstractmethod
+    def start_offset(self) -> int:
+        """The first offset in the log (log start offset)."""
+
+    @property
+    @abstractmethod
+    def end_offset(self) -> int:
+        """The offset the next record will get (log end offset, LEO)."""
+
+    @property
+    @abstractmethod
+    def last_flushed_offset(self) -> int:
+        """Every offset below this is on disk (fsynced); the offset a follower may report."""
+
+    @property
+    def latest_epoch(self) -> int | None:
+        """The epoch of the last batch in the log, or None if it holds no batch."""
+        return self._epochs.latest_epoch
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch of the batch holding `offset`, if it is in the log."""
+        if not self.start_offset <= offset < self.end_offset:
+            return None
+        return self._epochs.epoch_for_offset(offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """The largest epoch <= `epoch` in this log and its end offset (see LeaderEpochCache)."""
+        return self._epochs.end_offset_for(epoch, self.end_offset)
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        return self._epochs.entries()
+
+    # ---------------------------------------------------------------- appends
+
+    def append_as_leader(self, batches: bytes | bytearray | memoryview, epoch: int) -> LogAppendInfo:
+        """Appends batches built by the leader: offsets and the epoch are assigned here.
+
+        The batches' base offsets are rewritten to follow the log end and their partition
+        leader epoch set to `epoch`; both lie outside the CRC, which is still checked.
+        """
+        if self._epochs.latest_epoch is not None and epoch < self._epochs.latest_epoch:
+            raise InvalidAppendError(f"leader epoch {epoch} is older than the log's epoch {self._epochs.latest_epoch}")
+        buf = batches if isinstance(batches, bytearray) else bytearray(batches)
+        offset = self.end_offset
+        stamped = []
+        for h in self._walk(buf, expected_offset=None):
+            set_base_offset(buf, offset, h.position)
+            set_partition_leader_epoch(buf, epoch, h.position)
+            stamped.append(BatchHeader(h.position, offset, h.batch_length, epoch, *h[4:]))
+            offset += h.last_offset_delta + 1
+        return self._append_validated(buf, stamped)
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Appends batches fetched from the leader exactly as they are.
+
+        They must pass their CRC, start at the log end, follow each other without gaps,
+        and never go back in epoch.
+        """
+        headers = self._walk(batches, expected_offset=self.end_offset)
+        latest = self._epochs.latest_epoch
+        for h in headers:
+            if latest is not None and h.partition_leader_epoch < latest:
+                raise InvalidAppendError(
+                    f"batch at offset {h.base_offset} has epoch {h.partition_leader_epoch}, "
+                    f"older than the log's epoch {latest}"
+                )
+            latest = h.partition_leader_epoch
+        return self._append_validated(batches, headers)
+
+    def _walk(self, batches: bytes | bytearray | memoryview, expected_offset: int | None) -> list[BatchHeader]:
+        try:
+            headers = list(iter_batches(batches, expected_offset=expected_offset))
+        except CorruptRecordError as e:
+            raise InvalidAppendError(f"rejected append: {e}") from None
+        except RecordError as e:
+            raise InvalidAppendError(f"rejected append: {e}") from None
+        if not headers:
+            raise InvalidAppendError("nothing to append: no batches")
+        for h in headers:
+            if h.size > self.max_batch_bytes:
+                raise RecordTooLargeError(f"batch of {h.size} bytes exceeds the limit of {self.max_batch_bytes}")
+        return headers
+
+    def _append_validated(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> LogAppendInfo:
+        for h in headers:
+            self._epochs.assign(h.partition_leader_epoch, h.base_offset)
+        self._write(data, headers)
+        return LogAppendInfo(headers[0].base_offset, headers[-1].last_offset, headers[-1].partition_leader_epoch)
+
+    @abstractmethod
+    def _write(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
+        """Stores validated batches at the log end (headers carry positions within `data`)."""
+
+    # ---------------------------------------------------------------- reads
+
+    def read(self, start_offset: int, max_bytes: int, upper_bound: int | None = None) -> LogReadInfo:
+        """Whole batches from the one holding `start_offset`, up to about `max_bytes`.
+
+        At least one batch is returned even if it is larger than max_bytes (so a fetcher
+        always makes progress, as KIP-74 rules), and no batch reaching `upper_bound`
+        (exclusive; the high watermark for readers that must not see uncommitted data).
+        """
+        if not self.start_offset <= start_offset <= self.end_offset:
+            raise OffsetOutOfRangeError(start_offset, self.start_offset, self.end_offset)
+        limit = self.end_offset if upper_bound is None else min(upper_bound, self.end_offset)
+        return self._read(start_offset, max_bytes, limit)
+
+    @abstractmethod
+    def _read(self, start_offset: int, max_bytes: int, limit: int) -> LogReadInfo:
+        """Batches from the one holding start_offset whose next offset is <= limit."""
+
+    # ---------------------------------------------------------------- durability and truncation
+
+    @abstractmethod
+    def flush(self) -> int:
+        """Makes every append so far durable (one fsync for all of them); returns last_flushed_offset."""
+
+    def truncate_to(self, offset: int) -> int:
+        """Removes every record at or above `offset`; durable on return; returns the new end.
+
+        Batches are never split: if `offset` falls inside one, that whole batch goes too, as
+        Kafka does (in practice Raft truncates at batch boundaries, since replicas copy
+        whole batches and epochs change only between them).
+        """
+        if offset >= self.end_offset:
+            return self.end_offset
+        if offset < self.start_offset:
+            raise OffsetOutOfRangeError(offset, self.start_offset, self.end_offset)
+        self._truncate(offset)
+        self._epochs.truncate_from_end(self.end_offset)
+        return self.end_offset
+
+    @abstractmethod
+    def _truncate(self, offset: int) -> None:
+        """Cuts the stored bytes at the start of the batch holding `offset`."""
+
+    def truncate_to_end_offset(self, diverging: OffsetAndEpoch) -> int:
+        """Truncates to where this log and a leader's agree, given the leader's DivergingEpoch.
+
+        The leader says its history of `diverging.epoch` ends at `diverging.offset`; ours of
+        the same epoch may end earlier, and if we have no such epoch ours ends wherever our
+        largest smaller epoch does. Returns the new log end.
+        """
+        local = self.end_offset_for_epoch(diverging.epoch)
+        if local.epoch == diverging.epoch:
+            target = min(local.offset, diverging.offset)
+        elif local.offset < 0:
+            target = min(self.start_offset, diverging.offset)
+        else:
+            target = local.offset
+        return self.truncate_to(max(self.start_offset, min(target, self.end_offset)))
+
+    @abstractmethod
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empties the log and restarts it at `offset` (after loading a snapshot ending there)."""
+
+    def advance_start_offset(self, offset: int) -> None:
+        """Moves the log start offset forward to a batch boundary (a snapshot's end) and
+        deletes what lies wholly below it; durable on return. Never moves it back."""
+        if offset <= self.start_offset:
+            return
+        if offset > self.end_offset:
+            raise ValueError(f"start offset {offset} would pass the log end {self.end_offset}")
+        if offset < self.end_offset and self.read(offset, 1).first_offset != offset:
+            raise ValueError(f"start offset {offset} is inside a batch; it must be a batch boundary")
+        self._advance_start_offset(offset)
+        # The cache describes the batches in the log, and only those.
+        self._epochs.truncate_from_start(offset)
+        self._epochs.truncate_from_end(self.end_offset)
+
+    @abstractmethod
+    def _advance_start_offset(self, offset: int) -> None:
+        """Stores the new start offset and drops what lies wholly below it."""
+
+    def close(self) -> None:
+        """Releases files; the log is unusable afterwards."""

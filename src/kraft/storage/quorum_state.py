@@ -1,0 +1,83 @@
+"""The quorum-state file: the epoch, the vote and the leader a replica knows, fsynced.
+
+Raft's safety needs these to survive a crash before a vote is granted or an epoch entered:
+a replica that forgot its vote could vote twice in one epoch. Kafka's JSON format
+(QuorumStateData v0), written atomically: temp file, fsync, rename, directory fsync.
+"""
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+from kraft.storage.errors import CorruptCheckpointError
+from kraft.storage.fsutil import atomic_write
+
+QUORUM_STATE = "quorum-state"
+NO_ID = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionState:
+    epoch: int
+    leader_id: int | None = None
+    voted_id: int | None = None
+    voters: tuple[int, ...] = ()
+
+
+class QuorumStateStore(ABC):
+    @abstractmethod
+    def read(self) -> ElectionState | None:
+        """The last state written, or None for a replica that never wrote one."""
+
+    @abstractmethod
+    def write(self, state: ElectionState) -> None:
+        """Durable on return."""
+
+
+class FileQuorumStateStore(QuorumStateStore):
+    def __init__(self, directory: Path | str) -> None:
+        self.path = Path(directory) / QUORUM_STATE
+
+    def read(self) -> ElectionState | None:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        try:
+            data = json.loads(text)
+            return ElectionState(
+                epoch=int(data["leaderEpoch"]),
+                leader_id=None if data["leaderId"] == NO_ID else int(data["leaderId"]),
+                voted_id=None if data["votedId"] == NO_ID else int(data["votedId"]),
+                voters=tuple(int(v["voterId"]) for v in data.get("currentVoters") or ()),
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptCheckpointError(f"{self.path}: not a quorum-state file ({e}): {text[:200]!r}") from None
+
+    def write(self, state: ElectionState) -> None:
+        data = {
+            "clusterId": "",
+            "leaderId": NO_ID if state.leader_id is None else state.leader_id,
+            "leaderEpoch": state.epoch,
+            "votedId": NO_ID if state.voted_id is None else state.voted_id,
+            "appliedOffset": 0,
+            "currentVoters": [{"voterId": v} for v in state.voters],
+            "data_version": 0,
+        }
+        atomic_write(self.path, json.dumps(data, separators=(",", ":")).encode())
+
+
+class MemoryQuorumStateStore(QuorumStateStore):
+    """For the simulator: every write is durable, as FileQuorumStateStore's are on return."""
+
+    def __init__(self) -> None:
+        self._state: ElectionState | None = None
+        self.writes = 0
+
+    def read(self) -> ElectionState | None:
+        return self._state
+
+    def write(self, state: ElectionState) -> None:
+        self._state = state
+        self.writes += 1

@@ -73,3 +73,64 @@ def test_dump_log_reads_index_files_and_checks_them(tmp_path):
     raw[11] ^= 0x01  # the second entry's position now points inside a batch
     index.write_bytes(bytes(raw))
     assert "mismatch" in kraft("dump-log", "--files", str(index)).stdout
+
+
+def write_snapshot(directory):
+    from kraft.storage import FileSnapshotStore, SnapshotId
+
+    store = FileSnapshotStore(directory)
+    writer = store.create_writer(SnapshotId(7, 2), 1234, records_per_batch=2)
+    writer.append([SimpleRecord(b"k%d" % i, b"value-%d" % i) for i in range(5)])
+    return store.path(writer.freeze())
+
+
+def test_dump_log_reads_a_snapshot_and_says_it_validates(tmp_path):
+    path = write_snapshot(tmp_path / "__cluster_metadata-0")
+    out = kraft("dump-log", "--files", str(path))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:3] == [
+        f"Dumping {path}",
+        f"Snapshot endOffset: 7 epoch: 2 size: {path.stat().st_size}",
+        "SnapshotHeader version: 0 lastContainedLogTimestamp: 1234",
+    ]
+    batches = [line for line in lines if line.startswith("baseOffset:")]
+    assert [b.split()[1] for b in batches] == ["0", "1", "3", "5", "6"]  # header, 2 + 2 + 1 records, footer
+    assert "controlType: SNAPSHOT_HEADER" in batches[0] and "controlType: SNAPSHOT_FOOTER" in batches[-1]
+    assert all("partitionLeaderEpoch: 2" in b and "isvalid: true" in b for b in batches)
+    records = [line for line in lines if line.startswith("|")]
+    assert len(records) == 2, "without --print-records only the header and footer records"
+    assert 'SnapshotHeader: {"version":0,"lastContainedLogTimestamp":1234}' in records[0]
+    assert 'SnapshotFooter: {"version":0}' in records[1]
+    assert lines[-1] == "Snapshot validates: true"
+    out = kraft("dump-log", "--print-records", "--files", str(path))
+    assert "| offset: 1 CreateTime: 1234 keySize: 2 valueSize: 7" in out.stdout
+    assert "payload: value-4" in out.stdout
+
+
+def test_dump_log_says_why_a_snapshot_does_not_validate(tmp_path):
+    from kraft.records import iter_batches
+
+    path = write_snapshot(tmp_path / "__cluster_metadata-0")
+    good = path.read_bytes()
+    starts = [h.position for h in iter_batches(good)]
+    damaged = bytearray(good)
+    damaged[starts[2] + 40] ^= 0x10
+    path.write_bytes(damaged)
+    out = kraft("dump-log", "--files", str(path))
+    assert out.returncode == 0, out.stderr
+    assert "isvalid: false" in out.stdout
+    assert out.stdout.splitlines()[-1].startswith(
+        f"Snapshot validates: false: {path}: corrupt snapshot at position {starts[2]}: CRC mismatch"
+    )
+
+    path.write_bytes(good[: starts[-1]])  # the footer is gone
+    out = kraft("dump-log", "--files", str(path))
+    assert out.stdout.count("baseOffset:") == 4
+    assert "Snapshot validates: false" in out.stdout and "is not a SnapshotFooter" in out.stdout
+
+    renamed = path.with_name("copy.checkpoint")
+    renamed.write_bytes(good)
+    out = kraft("dump-log", "--files", str(renamed))
+    assert out.stdout.count("baseOffset:") == 5, "a bad name does not stop the dump"
+    assert "Snapshot validates: false: 'copy.checkpoint' is not a snapshot file name" in out.stdout

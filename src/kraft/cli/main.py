@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def _dump_log(args: argparse.Namespace) -> int:
-    from kraft.cli.dump_log import dump_index, dump_segment
+    from kraft.cli.dump_log import dump_index, dump_segment, dump_snapshot
 
     status = 0
     for name in args.files:
@@ -19,8 +19,12 @@ def _dump_log(args: argparse.Namespace) -> int:
             lines = dump_segment(path, print_records=args.print_records)
         elif path.suffix == ".index":
             lines = dump_index(path)
+        elif path.suffix == ".checkpoint":
+            lines = dump_snapshot(path, print_records=args.print_records)
         else:
-            print(f"kraft dump-log: {path}: not a .log segment or .index file", file=sys.stderr)
+            print(
+                f"kraft dump-log: {path}: not a .log segment, .index or .checkpoint snapshot", file=sys.stderr
+            )
             status = 2
             continue
         for line in lines:
@@ -38,8 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kraft", description="Kafka's KRaft replicated log in Python.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    dump = sub.add_parser("dump-log", help="print .log segments and .index files (like kafka-dump-log)")
-    dump.add_argument("--files", nargs="+", required=True, metavar="PATH", help="segment files to dump")
+    dump = sub.add_parser(
+        "dump-log", help="print .log segments, .index files and .checkpoint snapshots (like kafka-dump-log)"
+    )
+    dump.add_argument("--files", nargs="+", required=True, metavar="PATH", help="files to dump")
     dump.add_argument("--print-records", action="store_true", help="print every record, not only batches")
     dump.set_defaults(func=_dump_log)
 

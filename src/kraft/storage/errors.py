@@ -33,3 +33,26 @@ class InvalidAppendError(StorageError):
 
 class RecordTooLargeError(InvalidAppendError):
     pass
+
+
+class SnapshotError(StorageError):
+    """A snapshot that cannot be created, found, written or frozen as asked."""
+
+
+class SnapshotNotFoundError(SnapshotError):
+    """No frozen snapshot with that id (FetchSnapshot's SNAPSHOT_NOT_FOUND)."""
+
+
+class PositionOutOfRangeError(SnapshotError):
+    """A chunk asked for past a snapshot's end (FetchSnapshot's POSITION_OUT_OF_RANGE)."""
+
+
+class CorruptSnapshotError(SnapshotError):
+    """Snapshot bytes that are not a whole, valid snapshot; `name` is the file (or the
+    in-memory snapshot's id) and `position` the byte where the damage was found."""
+
+    def __init__(self, name: Path | str, position: int, reason: str) -> None:
+        super().__init__(f"{name}: corrupt snapshot at position {position}: {reason}")
+        self.name = str(name)
+        self.position = position
+        self.reason = reason

@@ -1,0 +1,346 @@
+"""Where a partition's snapshots live: its directory, beside the segments, or memory.
+
+`FileSnapshotStore` keeps Kafka's layout:
+
+    <partition dir>/%020d-%010d.checkpoint           a frozen snapshot
+    <partition dir>/%020d-%010d.checkpoint.part      one being written or fetched
+    <partition dir>/%020d-%010d.checkpoint.deleted   one being deleted
+
+`MemorySnapshotStore` is its twin for the simulator; both pass the same contract tests.
+In both, a snapshot is listed only once frozen (durable), at most one writer exists per
+id, and deleting a snapshot never disturbs readers that have it open.
+
+`validate_snapshots_and_log` is KIP-630's "Validation of Snapshot and Log", run when a
+replica opens its log and snapshots together.
+
+Like the log, a store is used from one thread.
+"""
+
+import bisect
+import builtins
+import logging
+import mmap
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from kraft.records import Compression
+from kraft.storage.errors import SnapshotError, SnapshotNotFoundError
+from kraft.storage.fsutil import fsync_dir
+from kraft.storage.log import ReplicatedLog
+from kraft.storage.snapshot import (
+    CHECKPOINT_SUFFIX,
+    DEFAULT_RECORDS_PER_BATCH,
+    DELETED_SUFFIX,
+    PART_SUFFIX,
+    RawSnapshotWriter,
+    SnapshotId,
+    SnapshotPart,
+    SnapshotReader,
+    SnapshotWriter,
+    parse_snapshot_file_name,
+    snapshot_file_name,
+)
+
+log = logging.getLogger("kraft.storage")
+
+
+class SnapshotStore(ABC):
+    def __init__(self) -> None:
+        self._ids: list[SnapshotId] = []  # frozen, sorted (`list` below is a method)
+        self._writing: dict[SnapshotId, "_StorePart"] = {}
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the snapshots are, for messages."""
+
+    # ---------------------------------------------------------------- listing
+
+    def list(self) -> list[SnapshotId]:
+        """The frozen snapshots, oldest first."""
+        return list(self._ids)
+
+    def latest(self) -> SnapshotId | None:
+        return self._ids[-1] if self._ids else None
+
+    def earliest(self) -> SnapshotId | None:
+        return self._ids[0] if self._ids else None
+
+    # ---------------------------------------------------------------- writing
+
+    def create_writer(
+        self,
+        snapshot_id: SnapshotId,
+        last_contained_log_timestamp: int,
+        *,
+        records_per_batch: int = DEFAULT_RECORDS_PER_BATCH,
+        compression: Compression = Compression.NONE,
+    ) -> SnapshotWriter:
+        """A writer for the state machine's snapshot at `snapshot_id` (header already written)."""
+        return SnapshotWriter(
+            self._start(snapshot_id),
+            last_contained_log_timestamp,
+            records_per_batch=records_per_batch,
+            compression=compression,
+        )
+
+    def create_raw_writer(self, snapshot_id: SnapshotId) -> RawSnapshotWriter:
+        """A writer for a snapshot fetched from the leader chunk by chunk."""
+        return RawSnapshotWriter(self._start(snapshot_id))
+
+    def _start(self, snapshot_id: SnapshotId) -> "_StorePart":
+        if snapshot_id in self._ids:
+            raise SnapshotError(f"{self.location}: snapshot {snapshot_id} already exists")
+        if snapshot_id in self._writing:
+            raise SnapshotError(f"{self.location}: snapshot {snapshot_id} is already being written")
+        part = self._new_part(snapshot_id)
+        self._writing[snapshot_id] = part
+        return part
+
+    @abstractmethod
+    def _new_part(self, snapshot_id: SnapshotId) -> "_StorePart":
+        """Somewhere to write the snapshot until it is frozen."""
+
+    # ---------------------------------------------------------------- reading and deleting
+
+    def open_reader(self, snapshot_id: SnapshotId) -> SnapshotReader:
+        """A reader of a frozen snapshot; it outlives the snapshot's deletion."""
+        self._require(snapshot_id)
+        return self._open(snapshot_id)
+
+    @abstractmethod
+    def _open(self, snapshot_id: SnapshotId) -> SnapshotReader: ...
+
+    def delete(self, snapshot_id: SnapshotId) -> None:
+        """Deletes a frozen snapshot; readers that have it open keep reading it."""
+        self._require(snapshot_id)
+        self._delete(snapshot_id)
+        self._ids.remove(snapshot_id)
+
+    @abstractmethod
+    def _delete(self, snapshot_id: SnapshotId) -> None: ...
+
+    def delete_before(self, offset: int) -> builtins.list[SnapshotId]:
+        """Deletes every snapshot ending below `offset` (the new log start offset: a snapshot
+        ending exactly there still holds the state the log now starts from); returns them."""
+        doomed = [s for s in self._ids if s.end_offset < offset]
+        for snapshot_id in doomed:
+            self.delete(snapshot_id)
+        return doomed
+
+    def _require(self, snapshot_id: SnapshotId) -> None:
+        if snapshot_id not in self._ids:
+            raise SnapshotNotFoundError(f"{self.location}: no snapshot {snapshot_id}")
+
+
+class _StorePart(SnapshotPart):
+    """A part that reports to its store: once published it is listed, and once published or
+    discarded its id is free for a new writer."""
+
+    def __init__(self, store: SnapshotStore, snapshot_id: SnapshotId, name: str) -> None:
+        super().__init__(snapshot_id, name)
+        self._store = store
+
+    def publish(self) -> None:
+        if self._store._writing.get(self.snapshot_id) is not self:
+            raise SnapshotError(f"{self.name}: lost in a crash of its store before it was frozen")
+        self._persist()
+        del self._store._writing[self.snapshot_id]
+        bisect.insort(self._store._ids, self.snapshot_id)
+
+    def discard(self) -> None:
+        self._remove()
+        if self._store._writing.get(self.snapshot_id) is self:
+            del self._store._writing[self.snapshot_id]
+
+    @abstractmethod
+    def _persist(self) -> None:
+        """Makes the bytes durable under the snapshot's final name."""
+
+    @abstractmethod
+    def _remove(self) -> None:
+        """Drops the bytes written so far."""
+
+
+# ------------------------------------------------------------------------------ files
+
+
+class FileSnapshotStore(SnapshotStore):
+    """Snapshots as `.checkpoint` files in a partition directory.
+
+    Opening cleans up after a crash: a `.part` is a snapshot that was never frozen (its
+    rename did not happen) and a `.deleted` one whose deletion was cut short; both go.
+    A `.checkpoint` whose name does not parse is left alone, with a warning.
+    """
+
+    def __init__(self, directory: Path | str) -> None:
+        super().__init__()
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        removed = False
+        for path in self.directory.iterdir():
+            if path.name.endswith((PART_SUFFIX, DELETED_SUFFIX)):
+                log.info(
+                    "%s: removed %s, left by an unfinished snapshot write or delete", self.directory, path.name
+                )
+                path.unlink()
+                removed = True
+            elif path.name.endswith(CHECKPOINT_SUFFIX):
+                try:
+                    self._ids.append(parse_snapshot_file_name(path.name))
+                except SnapshotError as e:
+                    log.warning("%s: ignored: %s", self.directory, e)
+        self._ids.sort()
+        if removed:
+            fsync_dir(self.directory)
+
+    @property
+    def location(self) -> str:
+        return str(self.directory)
+
+    def path(self, snapshot_id: SnapshotId, suffix: str = CHECKPOINT_SUFFIX) -> Path:
+        return self.directory / snapshot_file_name(snapshot_id, suffix)
+
+    def _new_part(self, snapshot_id: SnapshotId) -> "_StorePart":
+        return _FilePart(self, snapshot_id)
+
+    def _open(self, snapshot_id: SnapshotId) -> SnapshotReader:
+        return SnapshotReader.open(self.path(snapshot_id), snapshot_id)
+
+    def _delete(self, snapshot_id: SnapshotId) -> None:
+        """Renames to `.deleted` (atomic and durable: after a crash the snapshot is either
+        whole or gone, never listed half-deleted), then unlinks. Kafka unlinks later on a
+        background thread; this store is single-threaded, so it unlinks at once, and a
+        `.deleted` left by a crash in between is removed on the next open."""
+        deleted = self.path(snapshot_id, DELETED_SUFFIX)
+        os.rename(self.path(snapshot_id), deleted)
+        fsync_dir(self.directory)
+        deleted.unlink()
+
+
+class _FilePart(_StorePart):
+    """`<id>.checkpoint.part`, written with pwrite at the end; frozen by fsync, then rename."""
+
+    def __init__(self, store: FileSnapshotStore, snapshot_id: SnapshotId) -> None:
+        self.path = store.path(snapshot_id, PART_SUFFIX)
+        super().__init__(store, snapshot_id, str(self.path))
+        self._final = store.path(snapshot_id)
+        # A part left by an aborted-without-cleanup writer is only ever overwritten: the
+        # store allows one writer per id, and a crash's parts are removed on open.
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def _write(self, view: memoryview) -> None:
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self._fd, view[written:], self.size + written)
+
+    def contents(self) -> bytes | mmap.mmap:
+        return mmap.mmap(self._fd, self.size, access=mmap.ACCESS_READ) if self.size else b""
+
+    def _persist(self) -> None:
+        os.ftruncate(self._fd, self.size)  # anything a failed write left beyond the end goes
+        os.fsync(self._fd)
+        self._close()
+        os.rename(self.path, self._final)
+        fsync_dir(self.path.parent)
+
+    def _remove(self) -> None:
+        self._close()
+        self.path.unlink(missing_ok=True)
+
+    def _close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+# ------------------------------------------------------------------------------ memory
+
+
+def _memory_name(snapshot_id: SnapshotId) -> str:
+    return f"{snapshot_file_name(snapshot_id)} (in memory)"
+
+
+class MemorySnapshotStore(SnapshotStore):
+    """The in-memory twin for the simulator, with FileSnapshotStore's durability: a frozen
+    snapshot survives `simulate_crash()` (the file store fsyncs before renaming), a snapshot
+    still being written does not (the file store removes `.part` files on open)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._data: dict[SnapshotId, bytes] = {}
+
+    @property
+    def location(self) -> str:
+        return "in-memory snapshot store"
+
+    def _new_part(self, snapshot_id: SnapshotId) -> "_StorePart":
+        return _MemoryPart(self, snapshot_id)
+
+    def _open(self, snapshot_id: SnapshotId) -> SnapshotReader:
+        return SnapshotReader(snapshot_id, self._data[snapshot_id], _memory_name(snapshot_id))
+
+    def _delete(self, snapshot_id: SnapshotId) -> None:
+        del self._data[snapshot_id]  # open readers hold their own reference to the bytes
+
+    def simulate_crash(self) -> None:
+        """A kill -9: snapshots being written are gone, and their writers can no longer freeze."""
+        self._writing.clear()
+
+
+class _MemoryPart(_StorePart):
+    def __init__(self, store: MemorySnapshotStore, snapshot_id: SnapshotId) -> None:
+        super().__init__(store, snapshot_id, _memory_name(snapshot_id))
+        self._frozen = store._data
+        self._buffer = bytearray()
+
+    def _write(self, view: memoryview) -> None:
+        self._buffer += view
+
+    def contents(self) -> bytes:
+        return bytes(self._buffer)
+
+    def _persist(self) -> None:
+        self._frozen[self.snapshot_id] = bytes(self._buffer)
+
+    def _remove(self) -> None:
+        self._buffer = bytearray()
+
+
+# ------------------------------------------------------------------------------ with the log
+
+
+def validate_snapshots_and_log(store: SnapshotStore, replicated_log: ReplicatedLog) -> SnapshotId | None:
+    """KIP-630's "Validation of Snapshot and Log", applied when a replica opens both.
+
+    * A log starting above 0 must have a snapshot ending at or after its start: the records
+      below the start are gone, and only a snapshot still holds their state. Without one
+      this refuses (and changes nothing) rather than start from a hole.
+    * Snapshots ending below the log start offset are deleted: the records that would
+      follow them are gone from the log, so nothing can be rebuilt from them.
+    * If the latest snapshot ends past the log end (a follower that fetched a snapshot and
+      crashed before truncating), the log is emptied and restarted at the snapshot's end.
+
+    Returns the latest snapshot, if any.
+    """
+    start = replicated_log.start_offset
+    if start > 0 and not any(s.end_offset >= start for s in store.list()):
+        raise SnapshotError(
+            f"{store.location}: the log starts at offset {start}, but no snapshot ends at or after it "
+            f"(snapshots: {[(s.end_offset, s.epoch) for s in store.list()] or 'none'}); the state of "
+            f"offsets below {start} is lost, so the replica cannot start from this log"
+        )
+    for deleted in store.delete_before(start):
+        log.info("%s: deleted snapshot %s, below the log start offset %d", store.location, deleted, start)
+    latest = store.latest()
+    if latest is not None and latest.end_offset > replicated_log.end_offset:
+        log.info(
+            "%s: snapshot %s ends past the log end %d: the log now starts at %d",
+            store.location,
+            latest,
+            replicated_log.end_offset,
+            latest.end_offset,
+        )
+        replicated_log.truncate_fully_and_start_at(latest.end_offset)
+    return latest

@@ -32,6 +32,12 @@ def _dump_log(args: argparse.Namespace) -> int:
     return status
 
 
+def _metadata_shell(args: argparse.Namespace) -> int:
+    from kraft.cli.metadata_shell import main as shell
+
+    return shell(args.snapshot, args.dir, args.shell_command, args.words)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from kraft.cli.demo import run
 
@@ -48,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("--files", nargs="+", required=True, metavar="PATH", help="files to dump")
     dump.add_argument("--print-records", action="store_true", help="print every record, not only batches")
     dump.set_defaults(func=_dump_log)
+
+    shell = sub.add_parser("metadata-shell", help="browse the metadata image in a snapshot, or a snapshot and the log")
+    source = shell.add_mutually_exclusive_group(required=True)
+    source.add_argument("--snapshot", metavar="FILE", help="a .checkpoint file")
+    source.add_argument("--dir", metavar="PARTITION_DIR", help="its latest .checkpoint, then the .log segments after it")
+    shell.add_argument("-c", dest="shell_command", metavar="COMMAND", help="run this command and exit (else: interactive)")
+    shell.add_argument("words", nargs="*", metavar="COMMAND", help="a command to run and exit, e.g. ls /topics")
+    shell.set_defaults(func=_metadata_shell)
 
     demo = sub.add_parser("demo", help="show the system doing its work end to end")
     demo.add_argument("--dir", default="demo-data", help="where the demo writes its files")

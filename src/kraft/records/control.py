@@ -70,7 +70,8 @@ class UnparsedControl:
 ControlMessage = LeaderChangeMessage | SnapshotHeaderRecord | SnapshotFooterRecord | EndTxnMarker | UnparsedControl
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """Kafka's unsigned varint (the flexible versions' lengths and tag counts)."""
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -136,7 +137,7 @@ class _Reader:
 
 
 def _voters(ids: tuple[int, ...]) -> bytes:
-    return _uvarint(len(ids) + 1) + b"".join(struct.pack(">i", v) + b"\x00" for v in ids)
+    return uvarint(len(ids) + 1) + b"".join(struct.pack(">i", v) + b"\x00" for v in ids)
 
 
 def encode_control_value(message: ControlMessage) -> bytes:

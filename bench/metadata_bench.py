@@ -1,0 +1,248 @@
+"""The metadata state machine at KIP-630's example scale: 100 000 topics of 10 partitions,
+replication factor 3, 100 brokers (a million partitions).
+
+* Replay: the whole metadata log applied batch by batch through the metadata cache
+  (decode + apply), in records/s, once with CPython's cyclic garbage collector as it comes
+  and once with it paused (as snapshot loading does). The difference is the collector
+  walking the growing image: the image holds no cycles, but every full collection visits
+  all of it; the pause one full collection takes on the final image is printed too.
+  kraft.records decoding the same batches with no metadata work is the baseline.
+* Snapshot: writing the image with kraft.storage's SnapshotWriter (time, size), and loading
+  it in a fresh process (time, and peak memory as that process's VmHWM, the high-water mark
+  of its resident memory, which counts the interpreter: its value before loading is
+  printed beside it).
+* Fencing a broker (KIP-630, "Amount of Data Replicated"): bytes appended to the log for one
+  FenceBrokerRecord against one PartitionChangeRecord per partition the broker hosts, and
+  the time every replica spends deriving the partition changes from the event.
+
+Targets (issue 7): load the million-partition snapshot in under 20 s, peak memory under
+2 GiB. The snapshot is left in bench/results/ (git-ignored).
+"""
+
+import gc
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import RESULTS, print_table, write_results
+
+from kraft.metadata import MetadataCache, MetadataDelta, MetadataImage, apply_records, encode_record, snapshot_records
+from kraft.metadata import controller as ctl
+from kraft.metadata.records import FenceBrokerRecord, PartitionChangeRecord
+from kraft.records import SimpleRecord, build_batch, read_batches
+from kraft.storage.snapshot import SnapshotId, SnapshotReader
+from kraft.storage.snapshot_store import FileSnapshotStore
+
+TOPICS = 100_000
+PARTITIONS = 10
+REPLICATION = 3
+BROKERS = 100
+RECORDS_PER_BATCH = 1000
+LOAD_TARGET_S = 20.0
+MEMORY_TARGET_BYTES = 2 << 30
+SNAPSHOT_DIR = RESULTS / "metadata-snapshot"
+
+
+def build_log() -> list[bytes]:
+    """The metadata log of the example cluster, as committed batches: brokers registered and
+    unfenced, then every topic created through the controller."""
+    rng = random.Random(630)
+    image = MetadataImage()
+    records = []
+    for b in range(BROKERS):
+        registered = ctl.register_broker(image, b, incarnation_id=rng.randbytes(16), broker_epoch=b)
+        image = apply_records(image, registered.records, offset=image.offset + 1, epoch=1)
+        unfenced = ctl.unfence_broker(image, b, b)
+        image = apply_records(image, unfenced.records, offset=image.offset + 1, epoch=1)
+        records += registered.records + unfenced.records
+    for t in range(TOPICS):  # each against the brokers' image: the names never collide
+        records += ctl.create_topic(image, ctl.NewTopic(f"topic-{t:06d}", PARTITIONS, REPLICATION), rng).records
+    return batches(records, base_offset=0)
+
+
+def batches(records: list, base_offset: int) -> list[bytes]:
+    out = []
+    for i in range(0, len(records), RECORDS_PER_BATCH):
+        chunk = [SimpleRecord(None, encode_record(r)) for r in records[i : i + RECORDS_PER_BATCH]]
+        out.append(build_batch(chunk, base_offset=base_offset + i, partition_leader_epoch=1, timestamp=0))
+    return out
+
+
+def replay(log: list[bytes], collector: bool) -> tuple[MetadataCache, float, int]:
+    cache = MetadataCache()
+    count = 0
+    gc.collect()
+    if not collector:
+        gc.disable()
+    start = time.perf_counter()
+    for data in log:
+        for batch in read_batches(data):
+            h = batch.header
+            cache.apply_batch(batch.records(), base_offset=h.base_offset, last_offset=h.last_offset, epoch=1)
+            count += h.records_count
+    elapsed = time.perf_counter() - start
+    gc.enable()
+    return cache, elapsed, count
+
+
+def full_collection_s() -> float:
+    start = time.perf_counter()
+    gc.collect()
+    return time.perf_counter() - start
+
+
+def decode_only(log: list[bytes]) -> float:
+    start = time.perf_counter()
+    for data in log:
+        for batch in read_batches(data):
+            batch.records()
+    return time.perf_counter() - start
+
+
+def write_snapshot(image: MetadataImage) -> tuple[Path, float]:
+    shutil.rmtree(SNAPSHOT_DIR, ignore_errors=True)
+    store = FileSnapshotStore(SNAPSHOT_DIR)
+    snapshot_id = SnapshotId(image.end_offset, image.epoch)
+    start = time.perf_counter()
+    with store.create_writer(snapshot_id, 0) as writer:
+        chunk = []
+        for pair in snapshot_records(image):
+            chunk.append(pair)
+            if len(chunk) == 10_000:
+                writer.append(chunk)
+                chunk = []
+        writer.append(chunk)
+        writer.freeze()
+    return store.path(snapshot_id), time.perf_counter() - start
+
+
+def load_in_fresh_process(path: Path, snapshot_id: SnapshotId) -> dict:
+    """Runs `load_main` in a new interpreter, so its peak RSS is the load's alone."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--load", str(path), str(snapshot_id.end_offset), str(snapshot_id.epoch)],
+        capture_output=True, text=True, check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def peak_memory_bytes() -> int:
+    """This process's resident high-water mark. VmHWM, not ru_maxrss: Linux carries
+    ru_maxrss over from the parent across fork and exec, VmHWM starts afresh."""
+    status = Path(f"/proc/{os.getpid()}/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def load_main(path: str, end_offset: str, epoch: str) -> None:
+    baseline = peak_memory_bytes()
+    snapshot_id = SnapshotId(int(end_offset), int(epoch))
+    start = time.perf_counter()
+    reader = SnapshotReader.open(Path(path), snapshot_id)
+    cache = MetadataCache()
+    cache.load_snapshot(reader.records(), end_offset=snapshot_id.end_offset, epoch=snapshot_id.epoch)
+    elapsed = time.perf_counter() - start
+    peak = peak_memory_bytes()
+    print(json.dumps({"load_s": elapsed, "peak_memory_bytes": peak, "memory_before_bytes": baseline,
+                      "partitions": cache.image.partition_count(), "digest": cache.image.digest()}))
+
+
+def fence_comparison(image: MetadataImage) -> dict:
+    """The broker hosting the most partitions, fenced by one event and by per-partition records."""
+    broker = max(image.brokers_to_isrs.keys(), key=lambda b: sum(len(p) for p in image.brokers_to_isrs[b].values()))
+    hosted = sum(len(p) for p in image.brokers_to_isrs[broker].values())
+    fence = FenceBrokerRecord(id=broker, epoch=image.broker(broker).epoch)
+    start = time.perf_counter()
+    delta = MetadataDelta(image)
+    delta.replay(fence)
+    fenced = delta.apply(image.offset + 1, image.epoch)
+    derive_s = time.perf_counter() - start
+    # What a controller writing key-value changes would append instead: one record per partition.
+    changes = []
+    for topic_id in image.brokers_to_isrs[broker]:
+        before, after = image.topics_by_id[topic_id].partitions, fenced.topics_by_id[topic_id].partitions
+        for pid, (old, new) in enumerate(zip(before, after)):
+            if old is not new:
+                changes.append(PartitionChangeRecord(partition_id=pid, topic_id=topic_id, isr=new.isr,
+                                                     leader=new.leader if new.leader != old.leader else -2))
+    start = time.perf_counter()
+    apply_records(image, changes, offset=image.offset + len(changes), epoch=image.epoch)
+    changes_apply_s = time.perf_counter() - start
+    event_value = len(encode_record(fence))
+    change_values = sum(len(encode_record(c)) for c in changes)
+    return {
+        "broker": broker,
+        "partitions_hosted": hosted,
+        "partitions_changed": len(changes),
+        "fence_record_bytes": event_value,
+        "fence_batch_bytes": len(build_batch([SimpleRecord(None, encode_record(fence))], timestamp=0)),
+        "partition_change_record_bytes": change_values,
+        "partition_change_batch_bytes": sum(len(b) for b in batches(changes, 0)),
+        "fence_derive_s": derive_s,
+        "partition_changes_apply_s": changes_apply_s,
+    }
+
+
+def main() -> int:
+    start = time.perf_counter()
+    log = build_log()
+    print(f"built the log: {sum(len(b) for b in log) / 1e6:.1f} MB in {len(log)} batches "
+          f"({time.perf_counter() - start:.1f} s)", flush=True)
+    decode_s = decode_only(log)
+    cache, replay_s, count = replay(log, collector=True)
+    pause_s = full_collection_s()
+    del cache
+    cache, replay_paused_s, _ = replay(log, collector=False)
+    image = cache.image
+    assert image.partition_count() == TOPICS * PARTITIONS
+    path, write_s = write_snapshot(image)
+    loaded = load_in_fresh_process(path, SnapshotId(image.end_offset, image.epoch))
+    assert loaded["partitions"] == TOPICS * PARTITIONS and loaded["digest"] == image.digest()
+    fence = fence_comparison(image)
+
+    rows = [
+        {"measure": "replay (decode + apply)", "value": count / replay_s, "unit": "records/s",
+         "note": f"kraft.records alone decodes the same batches at {count / decode_s:,.0f} records/s"},
+        {"measure": "replay, collector paused", "value": count / replay_paused_s, "unit": "records/s",
+         "note": f"one full gc.collect() on the final image takes {pause_s:.2f} s"},
+        {"measure": "snapshot write", "value": write_s, "unit": "s", "note": f"{path.stat().st_size / 1e6:.1f} MB"},
+        {"measure": "snapshot load", "value": loaded["load_s"], "unit": "s", "note": f"target < {LOAD_TARGET_S:.0f} s"},
+        {"measure": "load peak memory", "value": loaded["peak_memory_bytes"] / 2**20, "unit": "MiB",
+         "note": f"VmHWM of the loading process; {loaded['memory_before_bytes'] / 2**20:.0f} MiB before loading; "
+                 f"target < {MEMORY_TARGET_BYTES / 2**30:.0f} GiB"},
+        {"measure": "fence: FenceBroker", "value": fence["fence_batch_bytes"], "unit": "bytes",
+         "note": f"record {fence['fence_record_bytes']} B; "
+                 f"derived on every replica in {fence['fence_derive_s']:.2f} s"},
+        {"measure": "fence: PartitionChange per partition", "value": fence["partition_change_batch_bytes"],
+         "unit": "bytes", "note": f"{fence['partitions_changed']} records, {fence['partition_change_record_bytes']} B "
+                                  f"of values; applied in {fence['partition_changes_apply_s']:.2f} s"},
+    ]
+    print(f"\nmetadata image: {TOPICS} topics x {PARTITIONS} partitions, RF {REPLICATION}, {BROKERS} brokers "
+          f"({count} records)\n")
+    print_table(rows, ["measure", "value", "unit", "note"])
+    print(f"\nfencing broker {fence['broker']} (in {fence['partitions_hosted']} ISRs): "
+          f"{fence['fence_batch_bytes']} B appended against {fence['partition_change_batch_bytes'] / 1e6:.2f} MB "
+          f"(KIP-630's estimate: 8 B against 1.14 MB)")
+    ok = loaded["load_s"] < LOAD_TARGET_S and loaded["peak_memory_bytes"] < MEMORY_TARGET_BYTES
+    print(f"load {loaded['load_s']:.1f} s (target < {LOAD_TARGET_S:.0f} s), peak "
+          f"{loaded['peak_memory_bytes'] / 2**30:.2f} GiB (target < 2 GiB): {'met' if ok else 'MISSED'}")
+    results = write_results("metadata", rows, fence=fence, load=loaded, snapshot_bytes=path.stat().st_size,
+                            replay_s=replay_s, replay_paused_s=replay_paused_s, full_collection_s=pause_s,
+                            records=count)
+    print(f"results: {results}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "--load":
+        load_main(*sys.argv[2:])
+        sys.exit(0)
+    sys.exit(main())

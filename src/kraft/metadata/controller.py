@@ -1,0 +1,364 @@
+"""The controller's operations: validate an admin request against an image, produce records.
+
+Every operation is a pure function of an image and its arguments. It either raises
+ControllerError (a Kafka error code and a message) having produced nothing, or returns a
+`ControllerResult`: the records to append and the answer to give once they are committed.
+Appending, waiting for the commit and failing on a leader change are the caller's (the
+Raft wiring's). Operations that run before earlier results commit must see those records:
+validate against `apply_records(image, earlier.records, ...)` rather than the committed image.
+
+The `create_topics` / `delete_topics` forms take many topics, as Kafka's requests do, and
+answer per topic: one bad topic does not stop the others, and adds no records.
+"""
+
+import random
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from kraft.metadata.configs import (
+    CLUSTER_METADATA_CONFIGS,
+    CLUSTER_METADATA_TOPIC,
+    AlterConfigOp,
+    check_configs,
+    incremental_alter,
+)
+from kraft.metadata.delta import apply_records
+from kraft.metadata.errors import ControllerError, Errors
+from kraft.metadata.image import BrokerRegistration, ConfigResource, ConfigResourceType, MetadataImage
+from kraft.metadata.placement import assign_replicas, new_topic_id
+from kraft.metadata.records import (
+    BrokerEndpoint,
+    BrokerFeature,
+    ConfigRecord,
+    FeatureLevelRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+_INT16_MAX = 2**15 - 1
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerResult(Generic[T]):
+    records: tuple[MetadataRecord, ...]
+    response: T
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    name: str
+    topic_id: bytes
+    assignment: tuple[tuple[int, ...], ...]  # replicas per partition, the leader first
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsBlock:
+    """Producer ids [first, first + size) handed to one broker."""
+
+    broker_id: int
+    first: int
+    size: int
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate: 1 to 249 of [a-zA-Z0-9._-], and not "." or ".."."""
+    if not name:
+        raise ControllerError(Errors.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise ControllerError(Errors.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise ControllerError(
+            Errors.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}",
+        )
+    if not _LEGAL_TOPIC_NAME.fullmatch(name):
+        raise ControllerError(
+            Errors.INVALID_TOPIC_EXCEPTION,
+            f"Topic name {name!r} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'",
+        )
+    if name == CLUSTER_METADATA_TOPIC:
+        raise ControllerError(Errors.INVALID_TOPIC_EXCEPTION, f"{name} is the metadata log's name and is reserved")
+
+
+# ---------------------------------------------------------------------------- topics
+
+
+def create_topic(image: MetadataImage, topic: NewTopic, rng: random.Random) -> ControllerResult[CreatedTopic]:
+    """TopicRecord, its ConfigRecords and one PartitionRecord per partition, replicas spread
+    over the unfenced brokers, each partition led by its first replica."""
+    validate_topic_name(topic.name)
+    if image.topic(topic.name) is not None:
+        raise ControllerError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
+    if not 1 <= topic.num_partitions <= _INT32_MAX:
+        raise ControllerError(
+            Errors.INVALID_PARTITIONS, f"Number of partitions was set to an invalid value: {topic.num_partitions}"
+        )
+    if not 1 <= topic.replication_factor <= _INT16_MAX:
+        raise ControllerError(
+            Errors.INVALID_REPLICATION_FACTOR,
+            f"Replication factor must be larger than 0, got {topic.replication_factor}",
+        )
+    brokers = image.unfenced_brokers()
+    if topic.replication_factor > len(brokers):
+        raise ControllerError(
+            Errors.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {topic.replication_factor} time(s): the target replication "
+            f"factor of {topic.replication_factor} cannot be reached because only {len(brokers)} broker(s) "
+            "are registered and unfenced.",
+        )
+    check_configs(ConfigResourceType.TOPIC, topic.configs)
+    topic_id = new_topic_id(rng, image.topics_by_id)
+    assignment = assign_replicas(brokers, topic.num_partitions, topic.replication_factor, rng)
+    records: list[MetadataRecord] = [TopicRecord(name=topic.name, topic_id=topic_id)]
+    records += [
+        ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=topic.name, name=k, value=v)
+        for k, v in sorted(topic.configs.items())
+    ]
+    records += [
+        PartitionRecord(
+            partition_id=pid,
+            topic_id=topic_id,
+            replicas=replicas,
+            isr=replicas,
+            leader=replicas[0],
+            leader_epoch=0,
+            partition_epoch=0,
+        )
+        for pid, replicas in enumerate(assignment)
+    ]
+    return ControllerResult(tuple(records), CreatedTopic(topic.name, topic_id, tuple(assignment)))
+
+
+def delete_topic(image: MetadataImage, name: str) -> ControllerResult[bytes]:
+    """RemoveTopicRecord; replaying it drops the topic's partitions and configs too."""
+    topic = image.topic(name)
+    if topic is None:
+        raise ControllerError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"This server does not host this topic: {name}")
+    return ControllerResult((RemoveTopicRecord(topic_id=topic.id),), topic.id)
+
+
+def _each(
+    image: MetadataImage, items: Sequence[U], op: Callable[[MetadataImage, U], ControllerResult[T]]
+) -> ControllerResult[list[T | ControllerError]]:
+    """Runs `op` per item, each against the image as the previous successes left it."""
+    records: list[MetadataRecord] = []
+    outcomes: list[T | ControllerError] = []
+    for item in items:
+        try:
+            result = op(image, item)
+        except ControllerError as e:
+            outcomes.append(e)
+            continue
+        records += result.records
+        outcomes.append(result.response)
+        image = apply_records(image, result.records, offset=image.offset, epoch=image.epoch)
+    return ControllerResult(tuple(records), outcomes)
+
+
+def create_topics(
+    image: MetadataImage, topics: Sequence[NewTopic], rng: random.Random
+) -> ControllerResult[list[CreatedTopic | ControllerError]]:
+    """Per topic, a CreatedTopic or the ControllerError that refused it (a name repeated in
+    the request is refused the second time with TOPIC_ALREADY_EXISTS)."""
+    return _each(image, topics, lambda img, t: create_topic(img, t, rng))
+
+
+def delete_topics(image: MetadataImage, names: Sequence[str]) -> ControllerResult[list[bytes | ControllerError]]:
+    """Per name, the deleted topic's id or the ControllerError that refused it."""
+    return _each(image, names, delete_topic)
+
+
+# ---------------------------------------------------------------------------- brokers
+
+
+def _registered(image: MetadataImage, broker_id: int, broker_epoch: int | None = None) -> BrokerRegistration:
+    """The broker's registration; with `broker_epoch`, only if that is its current epoch."""
+    broker = image.broker(broker_id)
+    if broker is None:
+        raise ControllerError(Errors.BROKER_ID_NOT_REGISTERED, f"Broker {broker_id} is not registered.")
+    if broker_epoch is not None and broker.epoch != broker_epoch:
+        raise ControllerError(
+            Errors.STALE_BROKER_EPOCH,
+            f"Expected broker epoch {broker.epoch} for broker {broker_id}, got {broker_epoch}.",
+        )
+    return broker
+
+
+def register_broker(
+    image: MetadataImage,
+    broker_id: int,
+    *,
+    incarnation_id: bytes,
+    broker_epoch: int,
+    endpoints: Sequence[BrokerEndpoint] = (),
+    features: Sequence[BrokerFeature] = (),
+    rack: str | None = None,
+) -> ControllerResult[int]:
+    """A RegisterBrokerRecord for a fenced broker (it is unfenced once it has caught up).
+
+    `broker_epoch` is chosen by the caller; Kafka uses the offset the record will be written
+    at, which only grows. A broker already registered and unfenced under another incarnation
+    is refused: two processes must not claim one id.
+    """
+    if not 0 <= broker_id <= _INT32_MAX:
+        raise ControllerError(Errors.INVALID_REQUEST, f"Invalid broker id {broker_id}")
+    if len(incarnation_id) != 16:
+        raise ControllerError(Errors.INVALID_REQUEST, "The incarnation id must be a 16-byte UUID")
+    for e in endpoints:
+        if not 0 <= e.port <= 65535:
+            raise ControllerError(Errors.INVALID_REQUEST, f"Endpoint {e.name} has an invalid port {e.port}")
+    existing = image.broker(broker_id)
+    if existing is not None:
+        if not existing.fenced and existing.incarnation_id != incarnation_id:
+            raise ControllerError(
+                Errors.DUPLICATE_BROKER_REGISTRATION,
+                f"Another broker is registered with that broker id {broker_id} and is not fenced.",
+            )
+        if broker_epoch <= existing.epoch:
+            raise ControllerError(
+                Errors.STALE_BROKER_EPOCH,
+                f"Broker {broker_id} is registered at epoch {existing.epoch}; epoch {broker_epoch} is not newer.",
+            )
+    record = RegisterBrokerRecord(
+        broker_id=broker_id,
+        incarnation_id=incarnation_id,
+        broker_epoch=broker_epoch,
+        end_points=tuple(endpoints),
+        features=tuple(features),
+        rack=rack,
+        fenced=True,
+    )
+    return ControllerResult((record,), broker_epoch)
+
+
+def unregister_broker(image: MetadataImage, broker_id: int) -> ControllerResult[None]:
+    broker = _registered(image, broker_id)
+    return ControllerResult((UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch),), None)
+
+
+def fence_broker(image: MetadataImage, broker_id: int) -> ControllerResult[None]:
+    """One FenceBrokerRecord, whatever the broker hosts: every replica derives the ISR and
+    leader changes. Fencing a fenced broker is a no-op."""
+    broker = _registered(image, broker_id)
+    if broker.fenced:
+        return ControllerResult((), None)
+    return ControllerResult((FenceBrokerRecord(id=broker_id, epoch=broker.epoch),), None)
+
+
+def unfence_broker(image: MetadataImage, broker_id: int, broker_epoch: int) -> ControllerResult[None]:
+    """One UnfenceBrokerRecord, for the broker's current registration only."""
+    broker = _registered(image, broker_id, broker_epoch)
+    if not broker.fenced:
+        return ControllerResult((), None)
+    return ControllerResult((UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch),), None)
+
+
+# ---------------------------------------------------------------------------- configs
+
+
+def describe_configs(image: MetadataImage, resource: ConfigResource) -> Mapping[str, str]:
+    """The configs set on a resource; the metadata log's fixed ones for __cluster_metadata."""
+    if resource == (ConfigResourceType.TOPIC, CLUSTER_METADATA_TOPIC):
+        return CLUSTER_METADATA_CONFIGS
+    return image.configs_of(resource)
+
+
+def alter_configs(
+    image: MetadataImage, resource: ConfigResource, ops: Sequence[AlterConfigOp]
+) -> ControllerResult[None]:
+    """IncrementalAlterConfigs for one resource (SET, DELETE, APPEND, SUBTRACT): a
+    ConfigRecord per config whose value changes, none if a single op is invalid."""
+    if resource.type == ConfigResourceType.TOPIC:
+        if resource.name == CLUSTER_METADATA_TOPIC:
+            raise ControllerError(
+                Errors.POLICY_VIOLATION,
+                f"{CLUSTER_METADATA_TOPIC} is the metadata log: its cleanup.policy is snapshot and its configs "
+                "cannot be altered",
+            )
+        if image.topic(resource.name) is None:
+            raise ControllerError(
+                Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource.name}' does not exist."
+            )
+    elif resource.type == ConfigResourceType.BROKER:
+        if resource.name and not resource.name.isdigit():
+            raise ControllerError(Errors.INVALID_REQUEST, f"Invalid broker name {resource.name!r}: a broker id or ''")
+    else:
+        raise ControllerError(Errors.INVALID_REQUEST, f"Unsupported resource type {resource.type!r}")
+    changes = incremental_alter(resource.type, image.configs_of(resource), ops)
+    records = tuple(
+        ConfigRecord(resource_type=resource.type, resource_name=resource.name, name=name, value=value)
+        for name, value in changes.items()
+    )
+    return ControllerResult(records, None)
+
+
+# ---------------------------------------------------------------------------- producer ids, features
+
+
+def allocate_producer_ids(
+    image: MetadataImage, broker_id: int, broker_epoch: int
+) -> ControllerResult[ProducerIdsBlock]:
+    """The next block of producer ids for a registered broker at its current epoch."""
+    _registered(image, broker_id, broker_epoch)
+    first = max(image.next_producer_id, 0)
+    if first > _INT64_MAX - PRODUCER_ID_BLOCK_SIZE:
+        raise ControllerError(Errors.UNKNOWN_SERVER_ERROR, "Exhausted all producerIds.")
+    record = ProducerIdsRecord(
+        broker_id=broker_id, broker_epoch=broker_epoch, next_producer_id=first + PRODUCER_ID_BLOCK_SIZE
+    )
+    return ControllerResult((record,), ProducerIdsBlock(broker_id, first, PRODUCER_ID_BLOCK_SIZE))
+
+
+def update_feature(
+    image: MetadataImage, name: str, level: int, *, allow_downgrade: bool = False
+) -> ControllerResult[None]:
+    """A FeatureLevelRecord finalizing `name` at `level` (0 removes it). Every registered
+    broker must support the level (a broker that does not list the feature supports only 0),
+    and lowering a level needs allow_downgrade."""
+    if not name:
+        raise ControllerError(Errors.INVALID_REQUEST, "The feature name must not be empty.")
+    if not 0 <= level <= _INT16_MAX:
+        raise ControllerError(Errors.INVALID_UPDATE_VERSION, f"Invalid feature level {level} for {name}.")
+    current = image.features.get(name, 0)
+    if level == current:
+        return ControllerResult((), None)
+    if level < current and not allow_downgrade:
+        raise ControllerError(
+            Errors.INVALID_UPDATE_VERSION,
+            f"Can't downgrade {name} from {current} to {level} without allowing downgrades.",
+        )
+    for broker_id in sorted(image.brokers.keys()):
+        broker = image.brokers[broker_id]
+        supported = {f.name: (f.min_supported_version, f.max_supported_version) for f in broker.features}
+        low, high = supported.get(name, (0, 0))
+        if not low <= level <= high:
+            raise ControllerError(
+                Errors.INVALID_UPDATE_VERSION,
+                f"Broker {broker.id} does not support {name} level {level} (it supports {low}-{high}).",
+            )
+    return ControllerResult((FeatureLevelRecord(name=name, feature_level=level),), None)

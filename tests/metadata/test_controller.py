@@ -1,0 +1,213 @@
+"""The controller: what it accepts, the records it makes, and its refusals in Kafka's codes."""
+
+import random
+
+import pytest
+
+from kraft.metadata import ConfigResource, ConfigResourceType, ControllerError, Errors, uuid_str
+from kraft.metadata import controller as ctl
+from kraft.metadata.configs import AlterConfigOp, OpType
+from kraft.metadata.placement import RESERVED_TOPIC_IDS, assign_replicas
+from kraft.metadata.records import BrokerFeature, PartitionRecord, TopicRecord
+from kraft.protocol import ErrorCode
+from tests.metadata.cluster import Cluster
+
+TOPIC = ConfigResourceType.TOPIC
+
+
+def topic_resource(name):
+    return ConfigResource(TOPIC, name)
+
+
+@pytest.fixture
+def cluster():
+    c = Cluster(seed=7)
+    c.add_brokers(1, 2, 3, 4)
+    return c
+
+
+def test_error_codes_are_kafkas():
+    for error in Errors:
+        assert ErrorCode[error.name.lower()].value == error.value, error
+
+
+def test_create_topic_spreads_replicas_over_unfenced_brokers_and_leads_with_the_first(cluster):
+    cluster.commit(ctl.fence_broker(cluster.image, 4))
+    result = ctl.create_topic(cluster.image, ctl.NewTopic("orders", 6, 2, {"cleanup.policy": "compact"}), cluster.rng)
+    records = result.records
+    assert records[0] == TopicRecord(name="orders", topic_id=result.response.topic_id)
+    assert records[1].name == "cleanup.policy" and records[1].value == "compact"
+    partitions = [r for r in records if isinstance(r, PartitionRecord)]
+    assert [p.partition_id for p in partitions] == list(range(6))
+    for p in partitions:
+        assert len(set(p.replicas)) == 2 and set(p.replicas) <= {1, 2, 3}
+        assert p.isr == p.replicas and p.leader == p.replicas[0] and (p.leader_epoch, p.partition_epoch) == (0, 0)
+    assert sorted(p.leader for p in partitions) == [1, 1, 2, 2, 3, 3]  # leaders round-robin
+    assert result.response.topic_id not in RESERVED_TOPIC_IDS and not uuid_str(result.response.topic_id).startswith("-")
+
+
+def test_assignment_is_deterministic_in_the_random_source():
+    a = assign_replicas([1, 2, 3, 4, 5], 20, 3, random.Random(3))
+    assert a == assign_replicas([1, 2, 3, 4, 5], 20, 3, random.Random(3))
+    assert all(len(set(r)) == 3 for r in a)
+    assert {b for r in a for b in r} == {1, 2, 3, 4, 5}
+
+
+@pytest.mark.parametrize(
+    "topic, error, message",
+    [
+        (ctl.NewTopic("t", 1, 1), Errors.TOPIC_ALREADY_EXISTS, "Topic 't' already exists"),
+        (ctl.NewTopic("", 1, 1), Errors.INVALID_TOPIC_EXCEPTION, "can't be empty"),
+        (ctl.NewTopic("..", 1, 1), Errors.INVALID_TOPIC_EXCEPTION, 'cannot be "." or ".."'),
+        (ctl.NewTopic("x" * 250, 1, 1), Errors.INVALID_TOPIC_EXCEPTION, "longer than 249"),
+        (ctl.NewTopic("a/b", 1, 1), Errors.INVALID_TOPIC_EXCEPTION, "character other than ASCII alphanumerics"),
+        (ctl.NewTopic("__cluster_metadata", 1, 1), Errors.INVALID_TOPIC_EXCEPTION, "reserved"),
+        (ctl.NewTopic("u", 0, 1), Errors.INVALID_PARTITIONS, "invalid value: 0"),
+        (ctl.NewTopic("u", 1, 0), Errors.INVALID_REPLICATION_FACTOR, "larger than 0"),
+        (ctl.NewTopic("u", 1, 5), Errors.INVALID_REPLICATION_FACTOR, "only 4 broker"),
+        (ctl.NewTopic("u", 1, 1, {"retention.msx": "1"}), Errors.INVALID_CONFIG, "Unknown topic config name: retention.msx"),
+        (ctl.NewTopic("u", 1, 1, {"retention.ms": "soon"}), Errors.INVALID_CONFIG, "expected a long"),
+        (ctl.NewTopic("u", 1, 1, {"min.insync.replicas": "0"}), Errors.INVALID_CONFIG, "must be at least 1"),
+        (ctl.NewTopic("u", 1, 1, {"cleanup.policy": "snapshot"}), Errors.INVALID_CONFIG, "not one of"),
+    ],
+)
+def test_a_bad_create_is_refused_with_kafkas_code_and_writes_nothing(cluster, topic, error, message):
+    cluster.create("t")
+    offset, digest = cluster.image.offset, cluster.image.digest()
+    with pytest.raises(ControllerError, match=message) as refused:
+        cluster.commit(ctl.create_topic(cluster.image, topic, cluster.rng))
+    assert refused.value.error == error
+    batch = ctl.create_topics(cluster.image, [topic, ctl.NewTopic("fine", 1, 1)], cluster.rng)
+    assert isinstance(batch.response[0], ControllerError) and batch.response[0].error == error
+    assert {r.name for r in batch.records if isinstance(r, TopicRecord)} == {"fine"}
+    assert (cluster.image.offset, cluster.image.digest()) == (offset, digest)
+
+
+def test_too_few_unfenced_brokers_counts_only_unfenced_ones(cluster):
+    cluster.commit(ctl.fence_broker(cluster.image, 1))
+    cluster.commit(ctl.fence_broker(cluster.image, 2))
+    with pytest.raises(ControllerError) as refused:
+        ctl.create_topic(cluster.image, ctl.NewTopic("u", 1, 3), cluster.rng)
+    assert refused.value.error == Errors.INVALID_REPLICATION_FACTOR
+
+
+def test_create_topics_sees_its_own_earlier_topics(cluster):
+    result = ctl.create_topics(cluster.image, [ctl.NewTopic("a", 1, 1), ctl.NewTopic("a", 2, 1)], cluster.rng)
+    assert isinstance(result.response[0], ctl.CreatedTopic)
+    assert result.response[1].error == Errors.TOPIC_ALREADY_EXISTS
+    assert sum(isinstance(r, TopicRecord) for r in result.records) == 1
+
+
+def test_delete_topics(cluster):
+    topic_id = cluster.create("a").topic_id
+    result = cluster.commit(ctl.delete_topics(cluster.image, ["a", "nope", "a"]))
+    assert result[0] == topic_id
+    assert [e.error for e in result[1:]] == [Errors.UNKNOWN_TOPIC_OR_PARTITION] * 2
+    assert cluster.image.topic("a") is None
+
+
+def alter(cluster, name, *ops):
+    return cluster.commit(ctl.alter_configs(cluster.image, topic_resource(name), [AlterConfigOp(*op) for op in ops]))
+
+
+def test_incremental_alter_configs_set_delete_append_subtract(cluster):
+    cluster.create("t")
+    alter(cluster, "t", ("retention.ms", OpType.SET, "1000"), ("cleanup.policy", OpType.APPEND, "compact"))
+    assert dict(cluster.image.configs_of(topic_resource("t"))) == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    alter(cluster, "t", ("cleanup.policy", OpType.APPEND, "delete,compact"), ("retention.ms", OpType.DELETE))
+    assert dict(cluster.image.configs_of(topic_resource("t"))) == {"cleanup.policy": "compact,delete"}
+    alter(cluster, "t", ("cleanup.policy", OpType.SUBTRACT, "compact"))
+    assert dict(cluster.image.configs_of(topic_resource("t"))) == {"cleanup.policy": "delete"}
+    same = ctl.alter_configs(cluster.image, topic_resource("t"), [AlterConfigOp("cleanup.policy", OpType.SET, "delete")])
+    assert same.records == ()  # nothing changes, nothing is written
+
+
+@pytest.mark.parametrize(
+    "resource, ops, error, message",
+    [
+        (topic_resource("nope"), [("retention.ms", OpType.SET, "1")], Errors.UNKNOWN_TOPIC_OR_PARTITION, "does not exist"),
+        (topic_resource("t"), [("retention.ms", OpType.SET, "1"), ("bogus", OpType.SET, "1")], Errors.INVALID_CONFIG,
+         "Unknown topic config name: bogus"),
+        (topic_resource("t"), [("segment.bytes", OpType.SET, "3")], Errors.INVALID_CONFIG, "must be at least 14"),
+        (topic_resource("t"), [("segment.bytes", OpType.SET, "4294967296")], Errors.INVALID_CONFIG, "out of range for an int"),
+        (topic_resource("t"), [("min.cleanable.dirty.ratio", OpType.SET, "nan")], Errors.INVALID_CONFIG, "must be"),
+        (topic_resource("t"), [("preallocate", OpType.SET, "yes")], Errors.INVALID_CONFIG, "expected true or false"),
+        (topic_resource("t"), [("retention.ms", OpType.APPEND, "1")], Errors.INVALID_CONFIG, "append is not allowed"),
+        (topic_resource("t"), [("retention.ms", OpType.SET, None)], Errors.INVALID_REQUEST, "Null value"),
+        (topic_resource("t"), [("retention.ms", OpType.SET, "1"), ("retention.ms", OpType.DELETE)],
+         Errors.INVALID_REQUEST, "duplicate config keys: retention.ms"),
+        (topic_resource("__cluster_metadata"), [("cleanup.policy", OpType.SET, "delete")], Errors.POLICY_VIOLATION,
+         "cleanup.policy is snapshot"),
+        (ConfigResource(ConfigResourceType.BROKER, "x"), [("num.io.threads", OpType.SET, "4")], Errors.INVALID_REQUEST,
+         "Invalid broker name"),
+        (ConfigResource(ConfigResourceType.GROUP, "g"), [], Errors.INVALID_REQUEST, "Unsupported resource type"),
+    ],
+)
+def test_a_bad_alter_is_refused_whole(cluster, resource, ops, error, message):
+    cluster.create("t")
+    with pytest.raises(ControllerError, match=message) as refused:
+        ctl.alter_configs(cluster.image, resource, [AlterConfigOp(*op) for op in ops])
+    assert refused.value.error == error
+
+
+def test_the_metadata_log_reads_as_snapshot_compacted(cluster):
+    assert ctl.describe_configs(cluster.image, topic_resource("__cluster_metadata")) == {"cleanup.policy": "snapshot"}
+
+
+def test_broker_configs_apply_per_broker_and_cluster_wide(cluster):
+    for name in ("1", ""):
+        resource = ConfigResource(ConfigResourceType.BROKER, name)
+        cluster.commit(ctl.alter_configs(cluster.image, resource, [AlterConfigOp("num.io.threads", OpType.SET, "16")]))
+        assert cluster.image.configs_of(resource)["num.io.threads"] == "16"
+
+
+def test_broker_lifecycle_and_its_refusals(cluster):
+    with pytest.raises(ControllerError) as refused:
+        ctl.register_broker(cluster.image, 1, incarnation_id=bytes([9]) * 16, broker_epoch=100)
+    assert refused.value.error == Errors.DUPLICATE_BROKER_REGISTRATION
+    epoch = cluster.commit(ctl.register_broker(cluster.image, 9, incarnation_id=bytes([9]) * 16, broker_epoch=100))
+    assert cluster.image.broker(9).fenced and 9 not in cluster.image.unfenced_brokers()
+    with pytest.raises(ControllerError) as refused:
+        ctl.unfence_broker(cluster.image, 9, epoch - 1)
+    assert refused.value.error == Errors.STALE_BROKER_EPOCH
+    cluster.commit(ctl.unfence_broker(cluster.image, 9, epoch))
+    assert 9 in cluster.image.unfenced_brokers()
+    assert ctl.unfence_broker(cluster.image, 9, epoch).records == ()
+    cluster.commit(ctl.fence_broker(cluster.image, 9))
+    assert ctl.fence_broker(cluster.image, 9).records == ()
+    cluster.commit(ctl.unregister_broker(cluster.image, 9))
+    for op in (lambda: ctl.fence_broker(cluster.image, 9), lambda: ctl.unregister_broker(cluster.image, 9)):
+        with pytest.raises(ControllerError) as refused:
+            op()
+        assert refused.value.error == Errors.BROKER_ID_NOT_REGISTERED
+
+
+def test_producer_id_blocks_follow_each_other(cluster):
+    epoch = cluster.image.broker(2).epoch
+    first = cluster.commit(ctl.allocate_producer_ids(cluster.image, 2, epoch))
+    second = cluster.commit(ctl.allocate_producer_ids(cluster.image, 2, epoch))
+    assert (first.first, second.first, second.size) == (0, 1000, 1000)
+    assert cluster.image.next_producer_id == 2000
+    with pytest.raises(ControllerError) as refused:
+        ctl.allocate_producer_ids(cluster.image, 2, epoch + 1)
+    assert refused.value.error == Errors.STALE_BROKER_EPOCH
+
+
+def test_feature_levels_need_every_broker_and_downgrades_need_asking():
+    c = Cluster()
+    epoch = c.commit(ctl.register_broker(c.image, 1, incarnation_id=bytes(16), broker_epoch=0,
+                                         features=[BrokerFeature(name="metadata.version", min_supported_version=1,
+                                                                 max_supported_version=7)]))
+    c.commit(ctl.unfence_broker(c.image, 1, epoch))
+    c.commit(ctl.update_feature(c.image, "metadata.version", 7))
+    assert c.image.features["metadata.version"] == 7
+    for name, level, downgrade, message in [
+        ("metadata.version", 8, False, "does not support metadata.version level 8"),
+        ("metadata.version", 3, False, "without allowing downgrades"),
+        ("group.version", 1, False, "supports 0-0"),
+    ]:
+        with pytest.raises(ControllerError, match=message) as refused:
+            ctl.update_feature(c.image, name, level, allow_downgrade=downgrade)
+        assert refused.value.error == Errors.INVALID_UPDATE_VERSION
+    c.commit(ctl.update_feature(c.image, "metadata.version", 3, allow_downgrade=True))
+    assert c.image.features["metadata.version"] == 3

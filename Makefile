@@ -6,6 +6,9 @@ EXTRAS := dev
 INSTALLED := $(VENV)/.installed
 CODEC := $(VENV)/.codec-built
 
+SEEDS ?= 2000
+JOBS ?= 2
+
 .PHONY: demo test bench simulate clean
 
 demo: $(CODEC)
@@ -16,6 +19,10 @@ test: $(CODEC)
 
 bench: $(CODEC)
 	$(PY) bench/run_all.py
+
+# Many more simulation seeds than make test runs; a failure prints its replay command.
+simulate: $(CODEC)
+	$(PY) -m kraft.sim --seeds $(SEEDS) --jobs $(JOBS)
 
 $(INSTALLED): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -209,3 +209,17 @@ def test_flush_covers_appends_and_survives_a_restart(logs):
     assert offsets_and_values(log)[:3] == [(0, b"v0"), (1, b"v1"), (2, b"v2")]
     log.append_as_leader(batch(1), epoch=2)
     assert log.epoch_entries()[-1][0] == 2
+
+
+def test_bytes_from_an_offset(logs):
+    log = logs.open()
+    sizes = []
+    for _ in range(4):
+        b = batch(5)
+        sizes.append(len(b))
+        log.append_as_leader(b, epoch=1)
+    assert log.size_in_bytes == sum(sizes)
+    assert log.bytes_from(0) == sum(sizes)
+    assert log.bytes_from(10) == sum(sizes[2:])
+    assert log.bytes_from(12) == sum(sizes[2:]), "from the start of the batch holding it"
+    assert log.bytes_from(20) == 0

@@ -1,1 +1,20 @@
-"""raft layer; see ../shared/DESIGN.md."""
+"""The Raft core (KIP-595 with KIP-320 fencing), sans-IO; see core.py."""
+
+from kraft.raft.config import RaftConfig
+from kraft.raft.core import RaftCore, Reply, Role, Send
+from kraft.raft.errors import InvariantViolation, NotLeaderError, RaftError
+from kraft.raft.listener import CommittedBatch, LeaderAndEpoch, Listener
+
+__all__ = [
+    "CommittedBatch",
+    "InvariantViolation",
+    "LeaderAndEpoch",
+    "Listener",
+    "NotLeaderError",
+    "RaftConfig",
+    "RaftCore",
+    "RaftError",
+    "Reply",
+    "Role",
+    "Send",
+]

@@ -107,6 +107,12 @@ class FileLog(ReplicatedLog):
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
+    def _bytes_from(self, offset: int) -> int:
+        i = self._segment_for(offset)
+        span = self._segments[i].locate(offset)
+        within = self._segments[i].size - (span.position if span else 0)
+        return within + sum(s.size for s in self._segments[i + 1 :])
+
     # ---------------------------------------------------------------- recovery
 
     def _recover(self) -> None:

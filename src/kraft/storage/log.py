@@ -50,6 +50,23 @@ class ReplicatedLog(ABC):
         """Every offset below this is on disk (fsynced); the offset a follower may report."""
 
     @property
+    @abstractmethod
+    def size_in_bytes(self) -> int:
+        """Bytes the log holds (for retention by size)."""
+
+    def bytes_from(self, offset: int) -> int:
+        """Bytes the log would hold if it started at `offset` (for retention by size)."""
+        if offset <= self.start_offset:
+            return self.size_in_bytes
+        if offset >= self.end_offset:
+            return 0
+        return self._bytes_from(offset)
+
+    @abstractmethod
+    def _bytes_from(self, offset: int) -> int:
+        """bytes_from for an offset strictly inside the log."""
+
+    @property
     def latest_epoch(self) -> int | None:
         """The epoch of the last batch in the log, or None if it holds no batch."""
         return self._epochs.latest_epoch

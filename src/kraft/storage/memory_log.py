@@ -24,6 +24,7 @@ class MemoryLog(ReplicatedLog):
         self._start = 0
         self._empty_end = 0  # the log end when it holds no batch
         self._flushed = 0
+        self._generation = 0  # bumped by every truncation, so a flush that raced one covers nothing
 
     @property
     def start_offset(self) -> int:
@@ -38,8 +39,16 @@ class MemoryLog(ReplicatedLog):
         return self._flushed
 
     @property
+    def generation(self) -> int:
+        """Changes whenever records are removed from the end (truncation), never on appends."""
+        return self._generation
+
+    @property
     def size_in_bytes(self) -> int:
         return len(self._data) - (self._positions[0] if self._positions else 0)
+
+    def _bytes_from(self, offset: int) -> int:
+        return len(self._data) - self._positions[self._index(offset)]
 
     def _write(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
         base = len(self._data)
@@ -54,6 +63,17 @@ class MemoryLog(ReplicatedLog):
         self._flushed = self.end_offset
         return self._flushed
 
+    def begin_flush(self) -> tuple[int, int]:
+        """Starts an fsync that takes time (the simulator's disk): it covers what is in the
+        log now, not what is appended while it runs."""
+        return self._generation, self.end_offset
+
+    def complete_flush(self, token: tuple[int, int]) -> int:
+        generation, end = token
+        if generation == self._generation:
+            self._flushed = max(self._flushed, min(end, self.end_offset))
+        return self._flushed
+
     def simulate_crash(self) -> None:
         """A kill -9 of the process and the machine: everything not flushed is gone."""
         self.truncate_to(max(self._flushed, self._start))
@@ -63,6 +83,7 @@ class MemoryLog(ReplicatedLog):
         return bisect_right(self._bases, offset) - 1
 
     def _truncate(self, offset: int) -> None:
+        self._generation += 1
         i = bisect_right(self._nexts, offset)  # the first batch reaching past offset
         if i < len(self._bases):
             if i == 0:
@@ -72,6 +93,7 @@ class MemoryLog(ReplicatedLog):
         self._flushed = min(self._flushed, self.end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._generation += 1
         self._data = bytearray()
         self._bases, self._nexts, self._positions = [], [], []
         self._start = self._empty_end = self._flushed = offset

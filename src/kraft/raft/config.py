@@ -1,0 +1,44 @@
+"""The Raft core's settings, with Kafka's names and defaults where Kafka has them."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RaftConfig:
+    node_id: int
+    voters: tuple[int, ...]
+    cluster_id: str | None = None
+    election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
+    election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
+    fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
+    request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
+    retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
+    append_linger_ms: int = 0  # controller.quorum.append.linger.ms (Kafka: 25)
+    fetch_max_wait_ms: int = 500  # how long a leader parks a Fetch with nothing to return
+    max_batch_bytes: int = 8 * 1024 * 1024
+    max_fetch_bytes: int = 8 * 1024 * 1024
+    observer_expiry_ms: int = 5 * 60 * 1000  # an observer not heard from this long leaves DescribeQuorum
+    # KIP-630 / KIP-876
+    snapshot_response_max_bytes: int = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
+    snapshot_partition_max_bytes: int = 10 * 1024 * 1024  # replica.fetch.snapshot.max.bytes
+    start_offset_lag_time_max_ms: int = 7 * 24 * 3600 * 1000  # metadata.start.offset.lag.time.max.ms
+    max_retention_bytes: int = 100 * 1024 * 1024  # metadata.max.retention.bytes (-1: no limit)
+    max_retention_ms: int = 7 * 24 * 3600 * 1000  # metadata.max.retention.ms (-1: no limit)
+    cleanup_interval_ms: int = 1000  # how often the log start offset and retention are reconsidered
+
+    def __post_init__(self) -> None:
+        if not self.voters:
+            raise ValueError("controller.quorum.voters: at least one voter is needed")
+        if len(set(self.voters)) != len(self.voters):
+            raise ValueError(f"controller.quorum.voters: duplicate voter ids in {self.voters}")
+        for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1

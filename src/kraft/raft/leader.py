@@ -1,0 +1,98 @@
+"""The leader's view of its replicas: how far each has fetched, when, and the high watermark.
+
+A voter's position counts toward the high watermark only from a fetch the leader accepted
+as consistent with its own log (no divergence), so a position always names a prefix that
+both logs share. The leader's own position is its flushed end: an entry counts as stored
+on the leader only once it is on disk.
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ReplicaProgress:
+    replica_id: int
+    end_offset: int = -1  # the last accepted FetchOffset (-1: not yet heard from)
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    last_fetch_leader_end: int = -1  # the leader's end offset at the previous fetch
+
+    def update(self, fetch_offset: int, leader_end_offset: int, now: int) -> None:
+        """Kafka's caught-up rule: caught up now if at the leader's end; or caught up as of the
+        previous fetch if this fetch reached what the leader's end was back then."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now)
+        elif self.last_fetch_leader_end > 0 and fetch_offset >= self.last_fetch_leader_end:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.end_offset = fetch_offset
+        self.last_fetch_leader_end = leader_end_offset
+        self.last_fetch_ms = now
+
+
+@dataclass
+class LeaderState:
+    epoch: int
+    node_id: int
+    voters: tuple[int, ...]
+    epoch_start_offset: int  # the offset of this epoch's LeaderChange record
+    started_ms: int
+    high_watermark: int | None = None
+    voter_progress: dict[int, ReplicaProgress] = field(default_factory=dict)
+    observer_progress: dict[int, ReplicaProgress] = field(default_factory=dict)
+    begin_quorum_acked: set[int] = field(default_factory=set)
+    granting_voters: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        for v in self.voters:
+            self.voter_progress[v] = ReplicaProgress(v)
+        self.begin_quorum_acked.add(self.node_id)
+
+    def progress(self, replica_id: int) -> ReplicaProgress:
+        if replica_id in self.voter_progress:
+            return self.voter_progress[replica_id]
+        return self.observer_progress.setdefault(replica_id, ReplicaProgress(replica_id))
+
+    def record_fetch(self, replica_id: int, fetch_offset: int, leader_end_offset: int, now: int) -> None:
+        self.progress(replica_id).update(fetch_offset, leader_end_offset, now)
+        if replica_id in self.voter_progress:
+            self.begin_quorum_acked.add(replica_id)
+
+    def record_contact(self, replica_id: int, now: int) -> None:
+        """A voter was heard from (FetchSnapshot, for check quorum) without a log position."""
+        if replica_id in self.voter_progress:
+            self.voter_progress[replica_id].last_fetch_ms = now
+
+    def update_high_watermark(self, local_flushed_offset: int) -> bool:
+        """Recomputes the high watermark; True if it advanced.
+
+        The largest offset a majority of voters hold, counting only offsets past this
+        epoch's LeaderChange record (Raft commits a previous epoch's entries only by
+        committing one of its own), and never moving backwards.
+        """
+        self.voter_progress[self.node_id].end_offset = local_flushed_offset
+        offsets = sorted((p.end_offset for p in self.voter_progress.values()), reverse=True)
+        candidate = offsets[len(self.voters) // 2]
+        if candidate <= self.epoch_start_offset:
+            return False
+        if self.high_watermark is not None and candidate <= self.high_watermark:
+            return False
+        self.high_watermark = candidate
+        return True
+
+    def quorum_contact_ms(self, now: int) -> int:
+        """The time by which a majority of voters (this one included, as of now) had been heard from."""
+        times = sorted(
+            (now if v == self.node_id else max(p.last_fetch_ms, self.started_ms) for v, p in self.voter_progress.items()),
+            reverse=True,
+        )
+        return times[len(self.voters) // 2]
+
+    def successors(self) -> tuple[int, ...]:
+        """Other voters, most caught up first: who should campaign first when this leader resigns."""
+        others = [p for v, p in self.voter_progress.items() if v != self.node_id]
+        others.sort(key=lambda p: (-p.end_offset, p.replica_id))
+        return tuple(p.replica_id for p in others)
+
+    def expire_observers(self, now: int, expiry_ms: int) -> None:
+        for rid in [r for r, p in self.observer_progress.items() if now - p.last_fetch_ms > expiry_ms]:
+            del self.observer_progress[rid]

@@ -1,0 +1,309 @@
+"""Builders and readers for the KRaft RPCs, as kio's protocol types.
+
+The core speaks these types directly, so the server puts them on the wire unchanged. Each
+request names exactly one partition, `__cluster_metadata-0`; these helpers keep that
+nesting out of the core's logic. Versions: Vote v0, BeginQuorumEpoch v0, EndQuorumEpoch
+v0 (KIP-595), Fetch v13 (topic ids, DivergingEpoch, SnapshotId), FetchSnapshot v0
+(KIP-630), DescribeQuorum v1.
+"""
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.begin_quorum_epoch.v0 import request as bqe_req
+from kio.schema.begin_quorum_epoch.v0 import response as bqe_resp
+from kio.schema.describe_quorum.v1 import request as dq_req
+from kio.schema.describe_quorum.v1 import response as dq_resp
+from kio.schema.end_quorum_epoch.v0 import request as eqe_req
+from kio.schema.end_quorum_epoch.v0 import response as eqe_resp
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v13 import request as fetch_req
+from kio.schema.fetch.v13 import response as fetch_resp
+from kio.schema.fetch_snapshot.v0 import request as fs_req
+from kio.schema.fetch_snapshot.v0 import response as fs_resp
+from kio.schema.vote.v0 import request as vote_req
+from kio.schema.vote.v0 import response as vote_resp
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
+METADATA_PARTITION = 0
+NO_LEADER = -1
+
+VoteRequest = vote_req.VoteRequest
+VoteResponse = vote_resp.VoteResponse
+BeginQuorumEpochRequest = bqe_req.BeginQuorumEpochRequest
+BeginQuorumEpochResponse = bqe_resp.BeginQuorumEpochResponse
+EndQuorumEpochRequest = eqe_req.EndQuorumEpochRequest
+EndQuorumEpochResponse = eqe_resp.EndQuorumEpochResponse
+FetchRequest = fetch_req.FetchRequest
+FetchResponse = fetch_resp.FetchResponse
+FetchSnapshotRequest = fs_req.FetchSnapshotRequest
+FetchSnapshotResponse = fs_resp.FetchSnapshotResponse
+DescribeQuorumRequest = dq_req.DescribeQuorumRequest
+DescribeQuorumResponse = dq_resp.DescribeQuorumResponse
+
+
+def is_metadata_topic(topic: Any) -> bool:
+    """Topics are named (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum: topic_name;
+    FetchSnapshot: name) or, in Fetch, identified by id."""
+    if hasattr(topic, "topic_id"):
+        return topic.topic_id == METADATA_TOPIC_ID
+    return getattr(topic, "topic_name", getattr(topic, "name", None)) == METADATA_TOPIC
+
+
+def partition_index(partition: Any) -> int:
+    for name in ("partition_index", "partition", "index"):
+        if hasattr(partition, name):
+            return getattr(partition, name)
+    raise TypeError(f"{type(partition).__name__} has no partition index")
+
+
+def partition_of(message: Any) -> Any:
+    """The one partition a KRaft request or response is about, or None if it names another
+    or more than one."""
+    topics = getattr(message, "topics", None)
+    if topics is None:
+        topics = message.responses
+    if len(topics) != 1 or not is_metadata_topic(topics[0]) or len(topics[0].partitions) != 1:
+        return None
+    partition = topics[0].partitions[0]
+    return partition if partition_index(partition) == METADATA_PARTITION else None
+
+
+# ---------------------------------------------------------------- Vote
+
+
+def vote_request(cluster_id: str | None, epoch: int, candidate: int, last_epoch: int, last_offset: int) -> Any:
+    p = vote_req.PartitionData(
+        partition_index=METADATA_PARTITION,
+        replica_epoch=epoch,
+        replica_id=candidate,
+        last_offset_epoch=last_epoch,
+        last_offset=last_offset,
+    )
+    return VoteRequest(cluster_id=cluster_id, topics=(vote_req.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),))
+
+
+def vote_response(error: ErrorCode, leader_id: int, epoch: int, granted: bool, top_error: ErrorCode = ErrorCode.none) -> Any:
+    p = vote_resp.PartitionData(
+        partition_index=METADATA_PARTITION, error_code=error, leader_id=leader_id, leader_epoch=epoch, vote_granted=granted
+    )
+    return VoteResponse(error_code=top_error, topics=(vote_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),))
+
+
+# ---------------------------------------------------------------- BeginQuorumEpoch / EndQuorumEpoch
+
+
+def begin_quorum_request(cluster_id: str | None, leader_id: int, epoch: int) -> Any:
+    p = bqe_req.PartitionData(partition_index=METADATA_PARTITION, leader_id=leader_id, leader_epoch=epoch)
+    return BeginQuorumEpochRequest(
+        cluster_id=cluster_id, topics=(bqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),)
+    )
+
+
+def begin_quorum_response(error: ErrorCode, leader_id: int, epoch: int, top_error: ErrorCode = ErrorCode.none) -> Any:
+    p = bqe_resp.PartitionData(partition_index=METADATA_PARTITION, error_code=error, leader_id=leader_id, leader_epoch=epoch)
+    return BeginQuorumEpochResponse(
+        error_code=top_error, topics=(bqe_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),)
+    )
+
+
+def end_quorum_request(cluster_id: str | None, leader_id: int, epoch: int, successors: tuple[int, ...]) -> Any:
+    p = eqe_req.PartitionData(
+        partition_index=METADATA_PARTITION, leader_id=leader_id, leader_epoch=epoch, preferred_successors=successors
+    )
+    return EndQuorumEpochRequest(
+        cluster_id=cluster_id, topics=(eqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),)
+    )
+
+
+def end_quorum_response(error: ErrorCode, leader_id: int, epoch: int, top_error: ErrorCode = ErrorCode.none) -> Any:
+    p = eqe_resp.PartitionData(partition_index=METADATA_PARTITION, error_code=error, leader_id=leader_id, leader_epoch=epoch)
+    return EndQuorumEpochResponse(
+        error_code=top_error, topics=(eqe_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),)
+    )
+
+
+# ---------------------------------------------------------------- Fetch
+
+
+def fetch_request(
+    cluster_id: str | None,
+    replica_id: int,
+    epoch: int,
+    fetch_offset: int,
+    last_fetched_epoch: int,
+    log_start_offset: int,
+    max_wait_ms: int,
+    max_bytes: int,
+) -> Any:
+    p = fetch_req.FetchPartition(
+        partition=METADATA_PARTITION,
+        current_leader_epoch=epoch,
+        fetch_offset=fetch_offset,
+        last_fetched_epoch=last_fetched_epoch,
+        log_start_offset=log_start_offset,
+        partition_max_bytes=max_bytes,
+    )
+    return FetchRequest(
+        cluster_id=cluster_id,
+        replica_id=replica_id,
+        max_wait=timedelta(milliseconds=max_wait_ms),
+        min_bytes=1,
+        max_bytes=max_bytes,
+        topics=(fetch_req.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=(p,)),),
+        forgotten_topics_data=(),
+    )
+
+
+def fetch_response(
+    error: ErrorCode,
+    *,
+    leader_id: int,
+    epoch: int,
+    high_watermark: int = -1,
+    log_start_offset: int = -1,
+    records: Any = None,
+    diverging: tuple[int, int] | None = None,
+    snapshot_id: tuple[int, int] | None = None,
+    top_error: ErrorCode = ErrorCode.none,
+) -> Any:
+    """`diverging` and `snapshot_id` are (end_offset, epoch)."""
+    p = fetch_resp.PartitionData(
+        partition_index=METADATA_PARTITION,
+        error_code=error,
+        high_watermark=high_watermark,
+        log_start_offset=log_start_offset,
+        diverging_epoch=fetch_resp.EpochEndOffset(epoch=diverging[1], end_offset=diverging[0])
+        if diverging
+        else fetch_resp.EpochEndOffset(),
+        current_leader=fetch_resp.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch),
+        snapshot_id=fetch_resp.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1])
+        if snapshot_id
+        else fetch_resp.SnapshotId(),
+        aborted_transactions=None,
+        records=records,
+    )
+    return FetchResponse(
+        throttle_time=timedelta(0),
+        error_code=top_error,
+        responses=(fetch_resp.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=(p,)),),
+    )
+
+
+# ---------------------------------------------------------------- FetchSnapshot
+
+
+def fetch_snapshot_request(
+    cluster_id: str | None, replica_id: int, epoch: int, snapshot_id: tuple[int, int], position: int, max_bytes: int
+) -> Any:
+    p = fs_req.PartitionSnapshot(
+        partition=METADATA_PARTITION,
+        current_leader_epoch=epoch,
+        snapshot_id=fs_req.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1]),
+        position=position,
+    )
+    return FetchSnapshotRequest(
+        cluster_id=cluster_id,
+        replica_id=replica_id,
+        max_bytes=max_bytes,
+        topics=(fs_req.TopicSnapshot(name=METADATA_TOPIC, partitions=(p,)),),
+    )
+
+
+def fetch_snapshot_partition(
+    index: int,
+    error: ErrorCode,
+    snapshot_id: tuple[int, int],
+    *,
+    leader_id: int,
+    epoch: int,
+    size: int = -1,
+    position: int = -1,
+    records: Any = b"",
+) -> Any:
+    return fs_resp.PartitionSnapshot(
+        index=index,
+        error_code=error,
+        snapshot_id=fs_resp.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1]),
+        current_leader=fs_resp.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch),
+        size=size,
+        position=position,
+        unaligned_records=records,
+    )
+
+
+def fetch_snapshot_response(topics: list[tuple[str, list[Any]]], top_error: ErrorCode = ErrorCode.none) -> Any:
+    return FetchSnapshotResponse(
+        throttle_time=timedelta(0),
+        error_code=top_error,
+        topics=tuple(fs_resp.TopicSnapshot(name=name, partitions=tuple(parts)) for name, parts in topics),
+    )
+
+
+def share_bytes(total: int, wants: list[int]) -> list[int]:
+    """Splits a response's byte budget between partitions (KIP-630 "Request Handling").
+
+    Water-filling: each partition gets at least an equal share of `total` if it wants that
+    much, and what a partition cannot use goes to the others. Returns each one's bytes.
+    """
+    shares = [0] * len(wants)
+    active = [i for i, want in enumerate(wants) if want > 0]
+    remaining = max(total, 0)
+    while active and remaining > 0:
+        each = remaining // len(active)
+        if each == 0:  # fewer bytes left than partitions: one more byte each, in order
+            for i in active[:remaining]:
+                shares[i] += 1
+            break
+        still = []
+        for i in active:
+            give = min(wants[i] - shares[i], each)
+            shares[i] += give
+            remaining -= give
+            if shares[i] < wants[i]:
+                still.append(i)
+        active = still
+    return shares
+
+
+# ---------------------------------------------------------------- DescribeQuorum
+
+
+def describe_quorum_request() -> Any:
+    return DescribeQuorumRequest(
+        topics=(dq_req.TopicData(topic_name=METADATA_TOPIC, partitions=(dq_req.PartitionData(partition_index=0),)),)
+    )
+
+
+def replica_state(replica_id: int, log_end_offset: int, last_fetch_ms: int, last_caught_up_ms: int) -> Any:
+    return dq_resp.ReplicaState(
+        replica_id=replica_id,
+        log_end_offset=log_end_offset,
+        last_fetch_timestamp=last_fetch_ms,
+        last_caught_up_timestamp=last_caught_up_ms,
+    )
+
+
+def describe_quorum_response(
+    error: ErrorCode,
+    *,
+    leader_id: int,
+    epoch: int,
+    high_watermark: int = -1,
+    voters: tuple[Any, ...] = (),
+    observers: tuple[Any, ...] = (),
+) -> Any:
+    p = dq_resp.PartitionData(
+        partition_index=METADATA_PARTITION,
+        error_code=error,
+        leader_id=leader_id,
+        leader_epoch=epoch,
+        high_watermark=high_watermark,
+        current_voters=voters,
+        observers=observers,
+    )
+    return DescribeQuorumResponse(
+        error_code=ErrorCode.none, topics=(dq_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),)
+    )

@@ -1,0 +1,67 @@
+"""Where the log may start: which snapshot the log start offset can move up to, and why.
+
+Three rules, each a pure function of what the core knows:
+
+* KIP-630, the leader: to a snapshot's end offset x once every live replica (voters and
+  observers that fetched within the fetch timeout) has replicated x, so none of them
+  needs a snapshot; or once x has waited `metadata.start.offset.lag.time.max.ms`.
+* Kafka's retention (`metadata.max.retention.bytes`, `.ms`), the leader: while the log and
+  snapshots together are too big, or the oldest snapshot too old, move up to the next
+  snapshot, always keeping the latest one.
+* Followers and observers: up to the largest local snapshot at or below the leader's log
+  start offset, so the log start offset always equals the earliest snapshot's end.
+"""
+
+from collections.abc import Mapping, Sequence
+
+from kraft.storage import SnapshotId
+
+
+def replicated_target(
+    candidates: Sequence[SnapshotId],
+    live_offsets: Sequence[int],
+    frozen_ms: Mapping[SnapshotId, int],
+    now: int,
+    lag_time_max_ms: int,
+) -> SnapshotId | None:
+    """The largest candidate every live replica holds, or that has waited long enough."""
+    for snapshot in sorted(candidates, reverse=True):
+        if all(offset >= snapshot.end_offset for offset in live_offsets):
+            return snapshot
+        if now - frozen_ms.get(snapshot, now) >= lag_time_max_ms:
+            return snapshot
+    return None
+
+
+def retention_target(
+    snapshots: Sequence[SnapshotId],
+    sizes: Mapping[SnapshotId, int],
+    timestamps: Mapping[SnapshotId, int],
+    log_bytes_from: Mapping[int, int],
+    now: int,
+    max_bytes: int,
+    max_ms: int,
+) -> SnapshotId | None:
+    """The snapshot retention moves the start to (the latest is never passed, so it stays).
+
+    `log_bytes_from[end_offset]` is how many log bytes remain if the log starts at that
+    snapshot's end. As Kafka does, snapshots are considered oldest first, and each one
+    breaching a limit moves the start to the next.
+    """
+    ordered = sorted(snapshots)
+    target = None
+    for snapshot, following in zip(ordered, ordered[1:]):
+        kept_snapshot_bytes = sum(sizes.get(s, 0) for s in ordered if s >= snapshot)
+        current_log = log_bytes_from.get(snapshot.end_offset, 0)
+        too_big = max_bytes >= 0 and current_log + kept_snapshot_bytes > max_bytes
+        too_old = max_ms >= 0 and now - timestamps.get(snapshot, now) > max_ms
+        if not (too_big or too_old):
+            break
+        target = following
+    return target
+
+
+def follower_target(snapshots: Sequence[SnapshotId], leader_start_offset: int) -> SnapshotId | None:
+    """The largest local snapshot not past the leader's log start offset."""
+    eligible = [s for s in snapshots if s.end_offset <= leader_start_offset]
+    return max(eligible) if eligible else None

@@ -1,0 +1,423 @@
+"""One seeded run: a cluster, a client, a fault schedule, and the checks.
+
+Everything random comes from the seed, so a run replays exactly: the same seed and mix
+give the same events in the same order. The checks run after every event:
+
+* one leader per epoch;
+* the epoch in quorum-state never goes back;
+* a leader's high watermark never goes back;
+* a majority of voters hold, on disk, the entry just below the high watermark, with the
+  leader's epoch (so, by log matching, everything below it);
+* no offset is ever committed with two different values, on any node, in any life;
+* the log start offset is at or before the earliest snapshot, and equal to it above 0;
+* snapshots with the same id hold the same state on every node; a leader never loads one;
+
+and, every few events and at the end, log matching across every pair of nodes. At the
+end, after the faults heal: a leader is elected and commits a new append within a bound,
+every node catches up to it, and every node's state (snapshot plus log) equals the one
+computed from the committed records.
+"""
+
+import hashlib
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from random import Random
+
+from kraft.raft import RaftConfig, Reply, Role, Send
+from kraft.records import SimpleRecord, iter_batches
+from kraft.sim.network import Clock, Network
+from kraft.sim.node import SimNode
+
+MIXES = (
+    "none",
+    "drop",
+    "delay",
+    "duplicate",
+    "partition",
+    "oneway",
+    "split",
+    "isolate-leader",
+    "crash",
+    "late-join",
+    "disk-loss",
+    "all",
+)
+
+
+class SimulationFailure(AssertionError):
+    pass
+
+
+@dataclass
+class SimParams:
+    voters: int = 3
+    observers: int = 1
+    fault_ms: int = 8000  # faults happen in [0, fault_ms); then everything heals
+    settle_ms: int = 6000  # time after healing to elect a leader, commit and catch up
+    liveness_bound_ms: int = 4000  # a new append must commit this soon after healing
+    append_every_ms: int = 25
+    quiet_ms: int = 2000  # no appends in the last part of the run
+    check_logs_every: int = 50  # events between full log-matching checks
+    snapshot_every_bytes: int = 2000  # the counter snapshots after this many committed bytes
+
+
+@dataclass
+class Stats:
+    events: int = 0
+    elections: int = 0
+    appends: int = 0
+    acknowledged: int = 0
+    kills: int = 0
+    disks_lost: int = 0
+    snapshots: int = 0
+    snapshots_fetched: int = 0
+    dropped: int = 0
+    delivered: int = 0
+    leaders: set[tuple[int, int]] = field(default_factory=set)
+
+
+class _Trace(logging.Handler):
+    """Keeps the last log lines, stamped with virtual time, for the failure report."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.lines: deque[str] = deque(maxlen=60)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"t={self.clock.now:>6} {record.getMessage()}")
+
+
+def replay_command(seed: int, mix: str, params: SimParams) -> str:
+    return (
+        f".venv/bin/python -m kraft.sim --seed {seed} --mix {mix} "
+        f"--voters {params.voters} --observers {params.observers}"
+    )
+
+
+class Simulation:
+    def __init__(self, seed: int, mix: str, params: SimParams | None = None) -> None:
+        if mix not in MIXES:
+            raise ValueError(f"unknown fault mix {mix!r}; one of {', '.join(MIXES)}")
+        self.seed = seed
+        self.mix = mix
+        self.params = params or SimParams()
+        self.rng = Random(f"{seed}/sim")
+        self.fault_rng = Random(f"{seed}/faults")
+        self.clock = Clock()
+        self.network = Network(self.clock, Random(f"{seed}/net"))
+        self.stats = Stats()
+        voters = tuple(range(1, self.params.voters + 1))
+        ids = list(voters) + list(range(self.params.voters + 1, self.params.voters + self.params.observers + 1))
+        self.voter_ids = voters
+        self.committed: dict[int, bytes | None] = {}  # offset -> value, across every node and life
+        self.appended: dict[int, tuple[int, int, bytes]] = {}  # value id -> (epoch, offset, value)
+        self.acked: dict[int, tuple[int, bytes]] = {}  # value id -> (offset, value): seen committed
+        self._leader_of_epoch: dict[int, int] = {}
+        self._persisted_epoch: dict[tuple[int, int], int] = {}
+        self._leader_hw: dict[tuple[int, int], int] = {}
+        self._batch_cache: dict[int, tuple[tuple | None, list]] = {}
+        self._snapshot_states: dict[object, bytes] = {}  # snapshot id -> state, the first node's
+        self._snapshots_checked: set[tuple[int, int, object]] = set()  # (node, disk, id)
+        self._next_value = 0
+        self._append_time: dict[int, int] = {}
+        self._ack_time: dict[int, int] = {}
+        self._healed_at = self.params.fault_ms
+        self.nodes: dict[int, SimNode] = {}
+        for node_id in ids:
+            config = RaftConfig(
+                node_id=node_id,
+                voters=voters,
+                cluster_id="sim",
+                election_timeout_ms=300,
+                election_backoff_max_ms=300,
+                fetch_timeout_ms=600,
+                request_timeout_ms=300,
+                fetch_max_wait_ms=100,
+            )
+            late = mix == "late-join" and node_id in (voters[-1], ids[-1])
+            self.nodes[node_id] = SimNode(self, config, self.params.snapshot_every_bytes, start=not late)
+            if late:
+                self.clock.at(self.fault_rng.randint(1000, self.params.fault_ms - 1000), self.nodes[node_id].start)
+        self.trace = _Trace(self.clock)
+
+    # ---------------------------------------------------------------- messaging
+
+    def deliver_request(self, sender: SimNode, send: Send) -> None:
+        destination = self.nodes[send.destination]
+        handle = (sender.node_id, sender.incarnation, send.request_id)
+
+        def arrive() -> None:
+            destination.step(lambda core, now: core.handle_request(handle, send.request, now))
+
+        self.network.send(sender.node_id, send.destination, arrive)
+
+    def deliver_reply(self, replier: SimNode, reply: Reply) -> None:
+        source_id, incarnation, request_id = reply.handle
+        source = self.nodes[source_id]
+        self.network.send(replier.node_id, source_id, lambda: source.receive_reply(reply, request_id, incarnation))
+
+    # ---------------------------------------------------------------- client
+
+    def _client_append(self) -> None:
+        if self.clock.now >= self.params.fault_ms + self.params.settle_ms - self.params.quiet_ms:
+            return  # the end of the run is quiet, so every node can catch up
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
+        if leaders:
+            node = self.rng.choice(leaders)
+            self._next_value += 1
+            value = b"%d" % self._next_value
+            node.step(lambda core, now: self._append(core, now, value))
+        self.clock.at(self.clock.now + self.params.append_every_ms, self._client_append)
+
+    def _append(self, core, now: int, value: bytes) -> None:
+        epoch, offset = core.append([SimpleRecord(None, value)], now)
+        self.appended[int(value)] = (epoch, offset, value)
+        self._append_time[int(value)] = now
+        self.stats.appends += 1
+
+    def observe_commit(self, node: SimNode, offset: int, value: bytes | None) -> None:
+        known = self.committed.setdefault(offset, value)
+        if known != value:
+            self.fail(f"offset {offset} committed as {known!r} earlier but node {node.node_id} got {value!r}")
+        if value is not None and value.isdigit():
+            vid = int(value)
+            appended = self.appended.get(vid)
+            if appended is not None and appended[1] == offset and vid not in self.acked:
+                self.acked[vid] = (offset, value)
+                self._ack_time[vid] = self.clock.now
+                self.stats.acknowledged += 1
+
+    # ---------------------------------------------------------------- faults
+
+    def _schedule_faults(self) -> None:
+        rng, p, mix = self.fault_rng, self.params, self.mix
+        net = self.network.faults
+        kinds = {"drop", "delay", "duplicate", "partition", "oneway", "split", "isolate-leader", "crash", "disk-loss"}
+        active = kinds if mix == "all" else ({mix} & kinds)
+        if "drop" in active:
+            net.drop = rng.uniform(0.05, 0.3)
+        if "duplicate" in active:
+            net.duplicate = rng.uniform(0.05, 0.3)
+        if "delay" in active:
+            net.min_delay, net.max_delay = 1, rng.randint(20, 250)
+        episodic = active & {"partition", "oneway", "split", "isolate-leader", "crash", "disk-loss"}
+        t = rng.randint(200, 800)
+        while episodic and t < p.fault_ms:
+            kind = rng.choice(sorted(episodic))
+            length = rng.randint(100, 1500)
+            self.clock.at(t, lambda kind=kind, length=length: self._fault(kind, length))
+            t += rng.randint(300, 1500)
+        self.clock.at(p.fault_ms, self._heal)
+
+    def _fault(self, kind: str, length: int) -> None:
+        rng, net, ids = self.fault_rng, self.network.faults, sorted(self.nodes)
+        if kind == "partition":
+            a, b = rng.sample(ids, 2)
+            links = {(a, b), (b, a)}
+        elif kind == "oneway":
+            a, b = rng.sample(ids, 2)
+            links = {(a, b)}
+        elif kind == "split":
+            shuffled = rng.sample(ids, len(ids))
+            cut = rng.randint(1, len(ids) - 1)
+            before = set(net.cut)
+            net.split(shuffled[:cut], shuffled[cut:])
+            links = net.cut - before
+        elif kind == "isolate-leader":
+            leaders = [n.node_id for n in self.nodes.values() if n.core is not None and n.core.is_leader]
+            victim = leaders[0] if leaders else rng.choice(ids)
+            before = set(net.cut)
+            net.isolate(victim, ids)
+            links = net.cut - before
+        elif kind == "disk-loss":
+            # Observers only: a voter that forgets its votes could vote twice in an epoch,
+            # which Raft (and KRaft before KIP-853) cannot survive.
+            observers = [n for n in self.nodes.values() if n.node_id not in self.voter_ids and n.alive]
+            if observers:
+                victim = rng.choice(observers)
+                victim.lose_disk()
+                self.stats.disks_lost += 1
+                self.clock.at(self.clock.now + length, victim.start)
+            return
+        else:  # crash
+            alive = [n for n in self.nodes.values() if n.alive]
+            if alive:
+                leaders = [n for n in alive if n.core is not None and n.core.is_leader]
+                victim = leaders[0] if leaders and rng.random() < 0.5 else rng.choice(alive)
+                victim.kill()
+                self.stats.kills += 1
+                self.clock.at(self.clock.now + length, victim.start)
+            return
+        net.cut |= links
+        self.clock.at(self.clock.now + length, lambda: net.cut.difference_update(links))
+
+    def _heal(self) -> None:
+        self.network.faults.heal()
+        for node in self.nodes.values():
+            node.start()
+        self._healed_at = self.clock.now
+
+    # ---------------------------------------------------------------- checks
+
+    def fail(self, message: str) -> None:
+        trace = "\n".join(self.trace.lines)
+        raise SimulationFailure(
+            f"seed {self.seed}, mix {self.mix}, t={self.clock.now}: {message}\n"
+            f"replay: {replay_command(self.seed, self.mix, self.params)}\n--- last events ---\n{trace}"
+        )
+
+    def _check_step(self) -> None:
+        self.stats.events += 1
+        majority = len(self.voter_ids) // 2 + 1
+        for node in self.nodes.values():
+            self._check_snapshots(node)
+            state = node.store.read()
+            if state is not None:
+                disk = (node.node_id, node.disks)  # a wiped disk starts a new history
+                last = self._persisted_epoch.get(disk, -1)
+                if state.epoch < last:
+                    self.fail(f"node {node.node_id}: persisted epoch went back from {last} to {state.epoch}")
+                self._persisted_epoch[disk] = state.epoch
+            core = node.core
+            if core is None or core.role != Role.LEADER:
+                continue
+            owner = self._leader_of_epoch.setdefault(core.epoch, node.node_id)
+            if owner != node.node_id:
+                self.fail(f"two leaders in epoch {core.epoch}: nodes {owner} and {node.node_id}")
+            if (core.epoch, node.node_id) not in self.stats.leaders:
+                self.stats.leaders.add((core.epoch, node.node_id))
+                self.stats.elections += 1
+            hw = core.high_watermark
+            if hw is None:
+                continue
+            key = (node.node_id, core.epoch)
+            if hw < self._leader_hw.get(key, -1):
+                self.fail(f"leader {node.node_id} high watermark went back from {self._leader_hw[key]} to {hw}")
+            self._leader_hw[key] = hw
+            if hw > node.log.start_offset:
+                epoch_below = node.log.epoch_for_offset(hw - 1)
+                holders = [
+                    v
+                    for v in self.voter_ids
+                    if (
+                        self.nodes[v].log.last_flushed_offset >= hw
+                        and self.nodes[v].log.epoch_for_offset(hw - 1) == epoch_below
+                    )
+                    or self.nodes[v].log.start_offset >= hw  # the offset is inside its snapshot
+                ]
+                if len(holders) < majority:
+                    self.fail(
+                        f"leader {node.node_id} high watermark {hw}, but only voters {holders} hold offset "
+                        f"{hw - 1} (epoch {epoch_below}) on disk"
+                    )
+        if self.stats.events % self.params.check_logs_every == 0:
+            self._check_log_matching()
+
+    def _check_snapshots(self, node: SimNode) -> None:
+        ids = node.snapshots.list()
+        start = node.log.start_offset
+        if ids and start > ids[0].end_offset:
+            self.fail(f"node {node.node_id}: log starts at {start}, after its earliest snapshot {ids[0]}")
+        if start > 0 and (not ids or ids[0].end_offset != start):
+            self.fail(f"node {node.node_id}: log starts at {start} but its earliest snapshot is {ids[:1]}")
+        for sid in ids:
+            key = (node.node_id, node.disks, sid)
+            if key in self._snapshots_checked:
+                continue
+            self._snapshots_checked.add(key)
+            (record,) = list(node.snapshots.open_reader(sid).records())
+            known = self._snapshot_states.setdefault(sid, record.value)
+            if known != record.value:
+                self.fail(f"snapshot {sid} holds different states on different nodes (node {node.node_id})")
+
+    def _reference_state(self, applied: int) -> tuple[int, bytes]:
+        count, digest = 0, bytes(32)
+        for offset in sorted(o for o in self.committed if o < applied):
+            count += 1
+            digest = hashlib.sha256(digest + (self.committed[offset] or b"")).digest()
+        return count, digest
+
+    def _batches(self, node: SimNode) -> list[tuple[int, int, int, int]]:
+        """(base, last, epoch, crc) of each batch in the node's log; walks only what was
+        appended since the last call unless the log was truncated or trimmed meanwhile."""
+        log = node.log
+        key = (id(log), log.generation, log.start_offset)
+        cached_key, batches = self._batch_cache.get(node.node_id, (None, []))
+        if cached_key != key:
+            batches = []
+        start = batches[-1][1] + 1 if batches else log.start_offset
+        if start < log.end_offset:
+            data = log.read(start, 1 << 40).tobytes()
+            batches = batches + [
+                (h.base_offset, h.last_offset, h.partition_leader_epoch, h.crc) for h in iter_batches(data)
+            ]
+        self._batch_cache[node.node_id] = (key, batches)
+        return batches
+
+    def _check_log_matching(self) -> None:
+        logs = {n.node_id: self._batches(n) for n in self.nodes.values()}
+        ids = sorted(logs)
+        for i, a in enumerate(ids):
+            for b in ids[i + 1 :]:
+                # Compare only what both still hold: their starts may differ (snapshots).
+                start = max(logs[a][0][0] if logs[a] else 0, logs[b][0][0] if logs[b] else 0)
+                la = [batch for batch in logs[a] if batch[0] >= start]
+                lb = [batch for batch in logs[b] if batch[0] >= start]
+                k = 0
+                while k < min(len(la), len(lb)) and la[k] == lb[k]:
+                    k += 1
+                by_base = {batch[0]: batch for batch in lb[k:]}
+                for batch in la[k:]:
+                    other = by_base.get(batch[0])
+                    if other is not None and other[2] == batch[2]:
+                        self.fail(
+                            f"log matching: nodes {a} and {b} both hold a batch at offset {batch[0]} in epoch "
+                            f"{batch[2]} but their logs differ before it (or the batches differ: {batch} vs {other})"
+                        )
+
+    def _check_end(self) -> None:
+        self._check_log_matching()
+        healed = self._healed_at
+        after_heal = [vid for vid in self.acked if self._append_time[vid] >= healed]
+        if not after_heal:
+            self.fail(f"no append made after the faults healed at t={healed} was committed")
+        first = min(after_heal, key=lambda vid: self._ack_time[vid])
+        if self._ack_time[first] - healed > self.params.liveness_bound_ms:
+            self.fail(
+                f"the first append after healing committed {self._ack_time[first] - healed} ms after it "
+                f"(bound {self.params.liveness_bound_ms} ms)"
+            )
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
+        if len(leaders) != 1:
+            self.fail(f"{len(leaders)} leaders at the end of a healed run")
+        target = max(offset for offset, _ in self.acked.values()) + 1
+        for node in self.nodes.values():
+            machine = node.machine
+            if machine.applied < target:
+                self.fail(f"node {node.node_id} applied only up to {machine.applied}, not {target}, after healing")
+            if (machine.count, machine.digest) != self._reference_state(machine.applied):
+                self.fail(f"node {node.node_id}: state at offset {machine.applied} differs from the committed records")
+
+    # ---------------------------------------------------------------- run
+
+    def run(self) -> Stats:
+        raft_log = logging.getLogger("kraft.raft")
+        raft_log.addHandler(self.trace)
+        level, propagate = raft_log.level, raft_log.propagate
+        raft_log.setLevel(logging.INFO)
+        raft_log.propagate = False
+        try:
+            self._schedule_faults()
+            self.clock.at(0, self._client_append)
+            end = self.params.fault_ms + self.params.settle_ms
+            self.clock.run_until(end, self._check_step)
+            self._check_end()
+        finally:
+            raft_log.removeHandler(self.trace)
+            raft_log.setLevel(level)
+            raft_log.propagate = propagate
+        self.stats.dropped = self.network.dropped
+        self.stats.delivered = self.network.delivered
+        return self.stats

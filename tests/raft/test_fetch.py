@@ -1,0 +1,155 @@
+"""The leader's Fetch handling: KIP-320 fencing, validation, divergence, long-poll, HW."""
+
+import pytest
+
+from kraft.protocol import ErrorCode
+from kraft.raft import Role
+from kraft.raft import messages as m
+from kraft.records import read_batches
+from kraft.storage import ElectionState
+
+from .conftest import Node, follower_batch, leader_node, partition, records
+
+
+def fetch(epoch=1, offset=0, last_epoch=0, replica=2, wait=0, cluster="c"):
+    return m.fetch_request(cluster, replica, epoch, offset, last_epoch, 0, wait, 1 << 20)
+
+
+@pytest.mark.parametrize(
+    "request_epoch,error",
+    [(0, ErrorCode.fenced_leader_epoch), (2, ErrorCode.unknown_leader_epoch), (1, ErrorCode.none)],
+)
+def test_leader_epoch_fencing(request_epoch, error):
+    leader = leader_node()
+    p = partition(leader.request(fetch(epoch=request_epoch)))
+    assert p.error_code == error
+    assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (1, 1)
+
+
+def test_a_follower_answers_not_leader_with_the_leader_it_knows():
+    follower = Node(2, state=ElectionState(3, 1, None, (1, 2, 3)))
+    p = partition(follower.request(fetch(epoch=3, replica=3)))
+    assert p.error_code == ErrorCode.not_leader_or_follower
+    assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (1, 3)
+
+
+@pytest.mark.parametrize("offset,last_epoch", [(0, 5), (-1, 0), (3, -1)])
+def test_invalid_fetch_positions(offset, last_epoch):
+    leader = leader_node()
+    assert partition(leader.request(fetch(offset=offset, last_epoch=last_epoch))).error_code == ErrorCode.invalid_request
+
+
+def test_another_cluster_is_refused_at_the_top_level():
+    assert leader_node().request(fetch(cluster="other")).error_code == ErrorCode.inconsistent_cluster_id
+
+
+def test_records_from_the_fetch_offset_and_the_leaders_state():
+    leader = leader_node()
+    leader.core.append(records(3), leader.now)
+    leader.advance(0)
+    p = partition(leader.request(fetch(offset=0)))
+    batches = list(read_batches(bytes(p.records)))
+    assert [b.header.is_control for b in batches] == [True, False]
+    assert [r.value for r in batches[1].records()] == [b"v0", b"v1", b"v2"]
+    assert p.log_start_offset == 0
+
+
+def test_a_fetch_that_moves_the_high_watermark_is_answered_at_once():
+    leader = leader_node()
+    p = partition(leader.request(fetch(offset=1, last_epoch=1, wait=500)))
+    assert p.records is None and p.high_watermark == 1
+
+
+def test_an_empty_fetch_waits_until_records_arrive():
+    leader = leader_node()
+    leader.request(fetch(offset=1, last_epoch=1, wait=500))  # moves the high watermark to 1
+    assert leader.request(fetch(offset=1, last_epoch=1, wait=500)) is None, "nothing to send: parked"
+    leader.core.append(records(2), leader.now)
+    leader.advance(1)
+    replies = [o for o in leader.outbox() if o.__class__.__name__ == "Reply"]
+    assert len(replies) == 1 and partition(replies[0].response).records
+
+
+def test_a_parked_fetch_is_answered_empty_when_its_wait_is_over():
+    leader = leader_node()
+    leader.request(fetch(offset=1, last_epoch=1, wait=500))
+    assert leader.request(fetch(offset=1, last_epoch=1, wait=500)) is None
+    leader.advance(499)
+    assert not leader.outbox()
+    leader.advance(1)
+    (reply,) = leader.outbox()
+    assert partition(reply.response).records is None
+
+
+def diverging(p):
+    return (p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+
+
+@pytest.mark.parametrize(
+    "offset,last_epoch,expected",
+    [
+        (5, 2, None),     # the leader's epoch 2 ends at 5 too: in agreement
+        (7, 2, (2, 5)),   # the fetcher has more of epoch 2 than the leader: truncate to 5
+        (6, 3, (2, 5)),   # the leader never had epoch 3: the largest epoch below, 2, ends at 5
+        (2, 1, None),     # inside epoch 1, which runs to 2 here
+    ],
+)
+def test_divergence_is_answered_with_the_largest_shared_epoch_and_its_end(offset, last_epoch, expected):
+    node = Node(1)
+    node.log.append_as_follower(follower_batch(2, 1, 0))
+    node.log.append_as_follower(follower_batch(3, 2, 2))
+    node.store.write(ElectionState(4, None, 1, (1, 2, 3)))
+    node.core = type(node.core)(node.config, node.log, node.store, __import__("random").Random(1), 0, node.listener)
+    assert node.core.role == Role.CANDIDATE
+    for vote in node.sends(m.VoteRequest):
+        node.core.handle_response(vote.request_id, m.vote_response(ErrorCode.none, -1, 4, True), 0)
+    assert node.core.role == Role.LEADER
+    p = partition(node.request(fetch(epoch=4, offset=offset, last_epoch=last_epoch)))
+    if expected is None:
+        assert p.diverging_epoch.end_offset == -1 and p.records
+    else:
+        assert diverging(p) == expected and p.records is None
+
+
+def test_high_watermark_needs_a_majority_and_an_entry_of_the_current_epoch():
+    leader = leader_node()  # LeaderChange at offset 0, flushed
+    assert leader.core.high_watermark is None, "only the leader holds offset 0 so far"
+    leader.core.append(records(2), leader.now)
+    leader.advance(0)
+    leader.flush()
+    assert leader.core.high_watermark is None
+    leader.request(fetch(offset=1, last_epoch=1, replica=2))
+    assert leader.core.high_watermark == 1, "voters 1 and 2 hold offset 0, this epoch's LeaderChange"
+    leader.request(fetch(offset=3, last_epoch=1, replica=3))
+    assert leader.core.high_watermark == 3
+    leader.request(fetch(offset=1, last_epoch=1, replica=3))
+    assert leader.core.high_watermark == 3, "never goes back"
+
+
+def test_the_leader_counts_its_own_log_only_once_flushed():
+    leader = leader_node()
+    leader.core.append(records(2), leader.now)
+    leader.advance(0)  # appended, not flushed
+    leader.request(fetch(offset=3, last_epoch=1, replica=2))
+    assert leader.core.high_watermark == 1, "the leader's flushed end is 1; voter 2 is at 3"
+    leader.flush()
+    assert leader.core.high_watermark == 3
+
+
+def test_observers_do_not_count_toward_the_high_watermark():
+    leader = leader_node()
+    leader.request(fetch(offset=1, last_epoch=1, replica=7))
+    assert leader.core.high_watermark is None
+    assert 7 in leader.core.leader_state.observer_progress
+
+
+def test_commits_reach_the_listener_in_order_control_batches_marked():
+    leader = leader_node()
+    leader.core.append(records(2), leader.now)
+    leader.advance(0)
+    leader.core.append(records(1, b"w"), leader.now)
+    leader.advance(0)
+    leader.flush()
+    leader.request(fetch(offset=4, last_epoch=1, replica=2))
+    assert [(b.base_offset, b.control) for b in leader.listener.batches] == [(0, True), (1, False), (3, False)]
+    assert [[r.value for r in b.records] for b in leader.listener.batches[1:]] == [[b"v0", b"v1"], [b"w0"]]

@@ -1,0 +1,433 @@
+"""KIP-630 in the core, one rule per test: creating snapshots, Fetch answering SnapshotId,
+FetchSnapshot on both sides, elections, the log start offset, retention, metrics."""
+
+import threading
+from dataclasses import replace
+
+import pytest
+
+from kraft.protocol import ErrorCode
+from kraft.raft import Role
+from kraft.raft import messages as m
+from kraft.raft.metrics import SnapshotMetrics
+from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.storage import ElectionState, FileLog, FileSnapshotStore, MemoryLog, SnapshotError, SnapshotId
+
+from .conftest import Node, Send, follower_batch, leader_node, partition, records
+
+
+def fetch(epoch=1, offset=0, last_epoch=0, replica=2, wait=0):
+    return m.fetch_request("c", replica, epoch, offset, last_epoch, 0, wait, 1 << 20)
+
+
+def committed_leader(batches=4, **config):
+    """Leader of epoch 1: LeaderChange at 0, then `batches` batches of 2 records, all committed."""
+    leader = leader_node(**config)
+    for i in range(batches):
+        leader.core.append(records(2, b"b%d-" % i), leader.now)
+        leader.advance(0)
+    leader.flush()
+    leader.request(fetch(offset=leader.log.end_offset, last_epoch=1, replica=2))
+    assert leader.core.high_watermark == leader.log.end_offset == 1 + 2 * batches
+    return leader
+
+
+def take_snapshot(node, end, values=(b"state",)):
+    writer = node.core.create_snapshot(node.core.snapshot_id_at(end), 123)
+    writer.append([(None, v) for v in values])
+    sid = writer.freeze()
+    node.advance(0)  # the core notices it
+    return sid
+
+
+# ---------------------------------------------------------------- 1. the state machine side
+
+
+def test_create_snapshot_is_refused_unless_it_is_a_committed_prefix_of_this_log():
+    leader = committed_leader()
+    with pytest.raises(SnapshotError, match="high watermark"):
+        leader.core.create_snapshot(SnapshotId(10, 1), 0)
+    with pytest.raises(SnapshotError, match="epoch at offset 4 is 1"):
+        leader.core.create_snapshot(SnapshotId(5, 3), 0)
+    with pytest.raises(SnapshotError, match="inside a batch"):
+        leader.core.create_snapshot(SnapshotId(4, 1), 0)
+    assert take_snapshot(leader, 5) == SnapshotId(5, 1)
+    leader.core._set_start_offset(SnapshotId(5, 1), "test")
+    with pytest.raises(SnapshotError, match="log starts at 5"):
+        leader.core.create_snapshot(SnapshotId(3, 1), 0)
+
+
+def test_the_latest_snapshot_is_loaded_at_boot_and_commits_resume_after_it():
+    node = committed_leader()
+    take_snapshot(node, 3, (b"old",))
+    take_snapshot(node, 7, (b"new",))
+    node.listener.loaded.clear()
+    node.restart()
+    assert node.listener.loaded == [(SnapshotId(7, 1), [b"new"])]
+    assert node.core.applied_offset == 7
+
+
+# ---------------------------------------------------------------- 2. Fetch answers SnapshotId
+
+
+@pytest.mark.parametrize(
+    "offset,last_epoch,why",
+    [
+        (3, 1, "below the log start offset"),
+        (5, 0, "at the log start offset with another epoch"),
+        (8, 0, "last fetched epoch older than the earliest snapshot's"),
+        (0, 0, "from nothing while a snapshot exists"),
+    ],
+)
+def test_fetch_answers_the_latest_snapshot(offset, last_epoch, why):
+    leader = committed_leader()
+    take_snapshot(leader, 5)
+    take_snapshot(leader, 7)
+    leader.core._set_start_offset(SnapshotId(5, 1), "test")
+    p = partition(leader.request(fetch(offset=offset, last_epoch=last_epoch, wait=500)))
+    assert p is not None, f"answered at once, never parked ({why})"
+    assert (p.snapshot_id.end_offset, p.snapshot_id.epoch) == (7, 1), why
+    assert p.records is None and p.log_start_offset == 5
+
+
+def test_a_fetch_at_the_log_start_with_the_snapshots_epoch_reads_the_log():
+    leader = committed_leader()
+    take_snapshot(leader, 5)
+    leader.core._set_start_offset(SnapshotId(5, 1), "test")
+    p = partition(leader.request(fetch(offset=5, last_epoch=1)))
+    assert p.snapshot_id.end_offset == -1 and p.records
+
+
+# ---------------------------------------------------------------- 3. FetchSnapshot, leader side
+
+
+def fetch_snapshot(sid=(7, 1), position=0, epoch=1, max_bytes=1 << 20, topic=m.METADATA_TOPIC, partition_index=0):
+    request = m.fetch_snapshot_request("c", 2, epoch, sid, position, max_bytes)
+    topic_entry = request.topics[0]
+    p = replace(topic_entry.partitions[0], partition=partition_index)
+    return replace(request, topics=(replace(topic_entry, name=topic, partitions=(p,)),))
+
+
+def snapshot_leader():
+    leader = committed_leader()
+    take_snapshot(leader, 7, [b"x" * 100] * 50)
+    return leader, leader.snapshots.open_reader(SnapshotId(7, 1))
+
+
+def test_fetch_snapshot_sends_bytes_from_the_position_with_the_size():
+    leader, reader = snapshot_leader()
+    p = leader.request(fetch_snapshot(position=100, max_bytes=1000)).topics[0].partitions[0]
+    assert (p.error_code, p.size, p.position) == (ErrorCode.none, reader.size, 100)
+    assert bytes(p.unaligned_records) == bytes(reader.read_chunk(100, 1000))
+
+
+@pytest.mark.parametrize(
+    "kwargs,error",
+    [
+        ({"sid": (6, 1)}, ErrorCode.snapshot_not_found),
+        ({"position": 10**9}, ErrorCode.position_out_of_range),
+        ({"epoch": 0}, ErrorCode.fenced_leader_epoch),
+        ({"epoch": 2}, ErrorCode.unknown_leader_epoch),
+        ({"topic": "other"}, ErrorCode.unknown_topic_or_partition),
+        ({"partition_index": 3}, ErrorCode.unknown_topic_or_partition),
+    ],
+)
+def test_fetch_snapshot_errors(kwargs, error):
+    leader, _ = snapshot_leader()
+    response = leader.request(fetch_snapshot(**kwargs))
+    assert response.topics[0].partitions[0].error_code == error
+
+
+def test_fetch_snapshot_on_a_follower_is_not_leader():
+    follower = Node(2, state=ElectionState(1, 1, None, (1, 2, 3)))
+    response = follower.request(fetch_snapshot())
+    p = response.topics[0].partitions[0]
+    assert p.error_code == ErrorCode.not_leader_or_follower and p.current_leader.leader_id == 1
+
+
+def test_fetch_snapshot_bytes_are_capped_by_request_config_and_partition():
+    leader, reader = snapshot_leader()
+    assert reader.size > 3000
+    sizes = {}
+    for name, max_bytes, config in [("request", 1000, {}), ("response config", 1 << 20, {"snapshot_response_max_bytes": 700}),
+                                     ("partition config", 1 << 20, {"snapshot_partition_max_bytes": 500})]:
+        leader.core.config = replace(leader.core.config, **config)
+        p = leader.request(fetch_snapshot(max_bytes=max_bytes)).topics[0].partitions[0]
+        sizes[name] = len(bytes(p.unaligned_records))
+    assert sizes == {"request": 1000, "response config": 700, "partition config": 500}
+
+
+def test_bytes_are_shared_fairly_between_partitions():
+    # (a) each gets at least the average if it has that much left;
+    assert m.share_bytes(300, [500, 500, 500]) == [100, 100, 100]
+    # (b) what one cannot use goes to the others.
+    assert m.share_bytes(300, [20, 500, 500]) == [20, 140, 140]
+    assert m.share_bytes(300, [20, 30, 500]) == [20, 30, 250]
+    assert m.share_bytes(300, [0, 0, 0]) == [0, 0, 0]
+    assert sum(m.share_bytes(301, [500, 500, 500])) == 301
+
+
+def test_fetch_snapshot_from_a_voter_counts_toward_check_quorum():
+    leader, _ = snapshot_leader()
+    for _ in range(4):
+        leader.advance(leader.config.fetch_timeout_ms // 2)
+        leader.request(fetch_snapshot())
+    assert leader.core.role == Role.LEADER
+    leader.advance(leader.config.fetch_timeout_ms)
+    assert leader.core.role == Role.RESIGNED
+
+
+# ---------------------------------------------------------------- 4. the follower's download
+
+
+def follower_of(leader_id=1, epoch=1, **kw):
+    return Node(2, state=ElectionState(epoch, leader_id, None, (1, 2, 3)), **kw)
+
+
+def answer(node, response):
+    (send,) = [o for o in node.outbox() if isinstance(o, Send)]
+    node.core.handle_response(send.request_id, response, node.now)
+    return send.request
+
+
+def test_a_follower_downloads_validates_freezes_truncates_and_loads():
+    leader, reader = snapshot_leader()
+    follower = follower_of()
+    follower.log.append_as_follower(follower_batch(2, 1, 0))  # an old log, soon replaced
+    follower.advance(1)
+    request = answer(follower, leader.request(fetch(offset=2, last_epoch=0)))
+    assert isinstance(request, m.FetchRequest)
+    chunks = 0
+    while follower.core._download is not None or chunks == 0:
+        follower.advance(0)
+        sends = follower.sends()
+        (send,) = sends
+        assert isinstance(send.request, m.FetchSnapshotRequest)
+        assert partition(send.request).position == (follower.core._download.size if follower.core._download else 0)
+        response = leader.request(replace(send.request, max_bytes=1000))
+        follower.core.handle_response(send.request_id, response, follower.now)
+        chunks += 1
+    assert chunks >= 4
+    assert follower.snapshots.list() == [SnapshotId(7, 1)]
+    assert (follower.log.start_offset, follower.log.end_offset) == (7, 7)
+    assert follower.listener.loaded == [(SnapshotId(7, 1), [b"x" * 100] * 50)]
+    follower.advance(0)
+    (send,) = follower.sends(m.FetchRequest)
+    p = partition(send.request)
+    assert (p.fetch_offset, p.last_fetched_epoch) == (7, 1), "resumes at the snapshot's end and epoch"
+
+
+@pytest.mark.parametrize("error", [ErrorCode.snapshot_not_found, ErrorCode.position_out_of_range,
+                                   ErrorCode.not_leader_or_follower])
+def test_a_download_that_the_leader_refuses_is_dropped_and_rediscovered(error):
+    follower = follower_of()
+    follower.advance(1)
+    answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, snapshot_id=(7, 1)))
+    follower.advance(0)
+    refusal = m.fetch_snapshot_response(
+        [(m.METADATA_TOPIC, [m.fetch_snapshot_partition(0, error, (7, 1), leader_id=1, epoch=1)])]
+    )
+    answer(follower, refusal)
+    assert follower.core._download is None and follower.snapshots.list() == []
+    follower.advance(follower.config.retry_backoff_ms)
+    (send,) = follower.sends()
+    assert isinstance(send.request, m.FetchRequest)
+
+
+def test_a_restart_in_the_middle_of_a_download_starts_over_cleanly(tmp_path):
+    leader, reader = snapshot_leader()
+    directory = tmp_path / "__cluster_metadata-0"
+    follower = follower_of(log=FileLog(directory), snapshots=FileSnapshotStore(directory))
+    follower.advance(1)
+    answer(follower, leader.request(fetch(offset=0)))
+    follower.advance(0)
+    (send,) = follower.sends()
+    follower.core.handle_response(send.request_id, leader.request(replace(send.request, max_bytes=500)), follower.now)
+    assert list(directory.glob("*.part")), "half downloaded"
+    store = FileSnapshotStore(directory)  # a restart opens the directory again
+    assert not list(directory.glob("*.part")) and store.list() == []
+
+
+# ---------------------------------------------------------------- 5. elections
+
+
+def test_a_vote_request_carries_the_snapshot_when_it_is_newer_than_the_log():
+    node = Node(1, state=ElectionState(3, None, None, (1, 2, 3)))
+    writer = node.snapshots.create_writer(SnapshotId(40, 2), 0)
+    writer.append([(None, b"s")])
+    writer.freeze()
+    node.restart()  # validation at open: the log restarts at the snapshot's end
+    assert (node.log.start_offset, node.log.end_offset) == (40, 40)
+    node.advance(3000)
+    votes = node.sends(m.VoteRequest)
+    p = partition(votes[0].request)
+    assert (p.last_offset_epoch, p.last_offset) == (2, 40)
+
+
+def test_votes_are_granted_against_the_snapshot_when_the_log_is_empty():
+    node = Node(1, state=ElectionState(3, None, None, (1, 2, 3)))
+    writer = node.snapshots.create_writer(SnapshotId(40, 2), 0)
+    writer.append([(None, b"s")])
+    writer.freeze()
+    node.restart()
+    older = m.vote_request("c", 4, 2, 1, 100)
+    assert not partition(node.request(older)).vote_granted
+    newer = m.vote_request("c", 5, 3, 2, 40)
+    assert partition(node.request(newer)).vote_granted
+
+
+# ---------------------------------------------------------------- 6. log start offset and deletion
+
+
+def test_the_leader_moves_the_start_only_when_every_live_replica_has_the_snapshot():
+    leader = committed_leader(cleanup_interval_ms=1)
+    leader.request(fetch(offset=3, last_epoch=1, replica=3))  # voter 3 is behind, at 3
+    take_snapshot(leader, 5)
+    leader.advance(1)
+    assert leader.log.start_offset == 0, "voter 3 is live and lacks offsets 3..4"
+    leader.request(fetch(offset=9, last_epoch=1, replica=3))
+    leader.advance(1)
+    assert leader.log.start_offset == 5
+
+
+def test_a_dead_replica_does_not_hold_the_start_back():
+    leader = committed_leader(cleanup_interval_ms=1, fetch_timeout_ms=200)
+    leader.request(fetch(offset=3, last_epoch=1, replica=4))  # an observer at 3
+    take_snapshot(leader, 5)
+    leader.advance(1)
+    assert leader.log.start_offset == 0
+    for _ in range(3):  # voters 2 and 3 keep fetching; observer 4 goes quiet
+        leader.advance(100)
+        leader.request(fetch(offset=9, last_epoch=1, replica=2))
+        leader.request(fetch(offset=9, last_epoch=1, replica=3))
+    assert leader.log.start_offset == 5
+
+
+def test_a_snapshot_old_enough_moves_the_start_regardless():
+    leader = committed_leader(cleanup_interval_ms=1, start_offset_lag_time_max_ms=1000)
+    leader.request(fetch(offset=3, last_epoch=1, replica=3))
+    take_snapshot(leader, 5)
+    leader.advance(999)
+    leader.request(fetch(offset=3, last_epoch=1, replica=3))
+    assert leader.log.start_offset == 0
+    leader.advance(1)
+    assert leader.log.start_offset == 5
+
+
+def test_snapshots_below_the_start_are_deleted():
+    leader = committed_leader(cleanup_interval_ms=1)
+    leader.request(fetch(offset=9, last_epoch=1, replica=3))
+    for end in (3, 5, 7):
+        take_snapshot(leader, end)
+    leader.advance(1)
+    assert leader.log.start_offset == 7 and leader.snapshots.list() == [SnapshotId(7, 1)]
+
+
+def test_followers_follow_the_leaders_start_with_a_local_snapshot_at_or_below_it():
+    follower = follower_of(cleanup_interval_ms=1)
+    for base, n in ((0, 3), (3, 2), (5, 2), (7, 2)):
+        follower.log.append_as_follower(follower_batch(n, 1, base))
+    follower.log.flush()
+    follower.advance(1)
+    answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=9, log_start_offset=0))
+    for end in (3, 7):
+        take_snapshot(follower, end)
+    follower.advance(1)
+    answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=9, log_start_offset=6))
+    follower.advance(1)
+    assert follower.log.start_offset == 3, "the leader starts at 6: the largest local snapshot not past it is 3"
+    answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=9, log_start_offset=9))
+    follower.advance(1)
+    assert follower.log.start_offset == 7 and follower.snapshots.list() == [SnapshotId(7, 1)]
+
+
+def test_retention_by_bytes_and_time_always_keeps_the_latest_snapshot():
+    leader = committed_leader(cleanup_interval_ms=1, max_retention_bytes=1, max_retention_ms=-1,
+                              start_offset_lag_time_max_ms=10**9)
+    leader.request(fetch(offset=1, last_epoch=1, replica=3))  # voter 3 lags: KIP-630's rule holds
+    for end in (3, 5, 7):
+        take_snapshot(leader, end)
+    leader.advance(1)
+    assert leader.snapshots.list() == [SnapshotId(7, 1)] and leader.log.start_offset == 7
+    aged = committed_leader(cleanup_interval_ms=1, max_retention_bytes=-1, max_retention_ms=1000,
+                            start_offset_lag_time_max_ms=10**9)
+    aged.request(fetch(offset=1, last_epoch=1, replica=3))
+    for end in (3, 5):
+        writer = aged.core.create_snapshot(SnapshotId(end, 1), last_contained_log_time=aged.now)
+        writer.append([(None, b"s")])
+        writer.freeze()
+    aged.advance(1000)
+    assert aged.log.start_offset == 0, "not older than 1000 ms yet"
+    aged.advance(1)
+    assert aged.snapshots.list() == [SnapshotId(5, 1)] and aged.log.start_offset == 5
+
+
+# ---------------------------------------------------------------- 7. when to snapshot
+
+
+def test_policy_needs_bytes_and_ratio_or_time_and_resets_for_any_reason():
+    from kraft.raft import CommittedBatch
+
+    policy = SnapshotPolicy(max_bytes_between=1000, min_changed_ratio=0.5, max_interval_ms=60_000)
+    batch = CommittedBatch(0, 9, 1, append_timestamp=5_000, size_in_bytes=600, records=[])
+    policy.record_commit(batch)
+    assert policy.due(10_000, changed_ratio=0.9) is None, "600 bytes < 1000"
+    policy.record_commit(batch)
+    assert policy.due(10_000, changed_ratio=0.4) is None, "bytes, but the ratio is short"
+    assert "bytes" in policy.due(10_000, changed_ratio=0.5)
+    assert "ms old" in policy.due(65_000, changed_ratio=0.0), "time alone is enough"
+    policy.reset()
+    assert policy.due(10**9, changed_ratio=1.0) is None
+    disabled = SnapshotPolicy(max_interval_ms=0)
+    disabled.record_commit(batch)
+    assert disabled.due(10**12, 0.0) is None
+    with pytest.raises(ValueError, match="ratio"):
+        SnapshotPolicy(min_changed_ratio=1.5)
+
+
+# ---------------------------------------------------------------- 8. never stop the leader
+
+
+def test_commits_keep_flowing_while_a_large_snapshot_is_written(tmp_path):
+    directory = tmp_path / "__cluster_metadata-0"
+    leader = Node(1, voters=(1,), log=FileLog(directory), snapshots=FileSnapshotStore(directory))
+    leader.advance(2000)
+    leader.flush()
+    leader.core.append(records(1), leader.now)
+    leader.advance(0)
+    leader.flush()
+    writer = leader.core.create_snapshot(leader.core.snapshot_id_at(leader.log.end_offset), 0)
+    done = threading.Event()
+
+    def write_big_snapshot():
+        for _ in range(200):
+            writer.append([(None, b"y" * 1000)] * 500)  # 100 MB
+        writer.freeze()
+        done.set()
+
+    thread = threading.Thread(target=write_big_snapshot)
+    thread.start()
+    commits_during = 0
+    while not done.is_set():
+        leader.core.append(records(1), leader.now)
+        leader.advance(1)
+        leader.flush()
+        commits_during += 1
+    thread.join()
+    assert commits_during > 20, f"only {commits_during} commits while the snapshot was written"
+    assert leader.core.high_watermark == leader.log.end_offset
+
+
+# ---------------------------------------------------------------- 9. metrics
+
+
+def test_snapshot_metrics():
+    metrics = SnapshotMetrics()
+    leader = committed_leader(metrics=metrics)
+    take_snapshot(leader, 5, [b"z" * 100] * 10)
+    registry = metrics.registry
+    assert registry.get_sample_value("kraft_gen_snapshot_latency_ms_count") == 1
+    assert registry.get_sample_value("kraft_snapshot_size_bytes") == leader.snapshots.open_reader(SnapshotId(5, 1)).size
+    assert registry.get_sample_value("kraft_snapshot_lag") == 4
+    leader.restart()
+    assert registry.get_sample_value("kraft_load_snapshot_latency_ms_count") == 1

@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-EXTRAS := dev
+EXTRAS := dev,spark
 INSTALLED := $(VENV)/.installed
 CODEC := $(VENV)/.codec-built
 
@@ -24,7 +24,7 @@ bench: $(CODEC)
 simulate: $(CODEC)
 	$(PY) -m kraft.sim --seeds $(SEEDS) --jobs $(JOBS)
 
-$(INSTALLED): pyproject.toml setup.py
+$(INSTALLED): pyproject.toml setup.py Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'

@@ -8,14 +8,15 @@ from kraft.raft import RaftCore
 from kraft.raft import messages as m
 from kraft.sim import MIXES, Simulation, SimulationFailure
 
-SEEDS = 300
-CHUNK = 10
+SEEDS = 360  # 30 of each fault mix, half replicating a counter, half the cluster metadata
+CHUNK = 12
 
 
 @pytest.mark.parametrize("first", range(0, SEEDS, CHUNK), ids=lambda s: f"seeds{s}-{s + CHUNK - 1}")
 def test_seeds_across_every_fault_mix(first):
+    workload = "counter" if first // CHUNK % 2 == 0 else "metadata"
     for seed in range(first, first + CHUNK):
-        Simulation(seed, MIXES[seed % len(MIXES)]).run()
+        Simulation(seed, MIXES[seed % len(MIXES)], workload=workload).run()
 
 
 def test_a_seed_replays_exactly():
@@ -28,9 +29,15 @@ def test_a_seed_replays_exactly():
 
 def test_every_mix_makes_progress_and_faults_happen():
     stats = {mix: Simulation(7, mix).run() for mix in MIXES}
-    assert all(s.acknowledged > 50 for s in stats.values())
-    assert stats["crash"].kills > 0 and stats["drop"].dropped > 0
+    assert all(s.acknowledged > 50 and s.snapshots > 5 for s in stats.values())
+    assert stats["crash"].kills > 0 and stats["drop"].dropped > 0 and stats["disk-loss"].disks_lost > 0
     assert stats["partition"].elections >= 1
+
+
+def test_the_metadata_workload_commits_operations_and_refuses_bad_ones():
+    sim = Simulation(3, "crash", workload="metadata")
+    stats = sim.run()
+    assert sim.workload.committed_ops > 50 and sim.workload.refused > 20 and stats.snapshots > 5
 
 
 def first_failure(mixes, seeds=60):

@@ -260,6 +260,11 @@ class RaftCore:
             self._pending_since = now
         return self.epoch, last
 
+    @property
+    def next_offset(self) -> int:
+        """Leader: the offset the next appended record will get."""
+        return self.log.end_offset + len(self._pending)
+
     def resign(self, now: int) -> None:
         """Graceful shutdown of a leader: hand over at once via EndQuorumEpoch."""
         self._now_hint = now

@@ -12,14 +12,14 @@ import sys
 import time
 from collections import Counter
 
-from kraft.sim.simulation import MIXES, SimParams, Simulation, SimulationFailure
+from kraft.sim.simulation import MIXES, WORKLOADS, SimParams, Simulation, SimulationFailure
 
 
-def run_one(args: tuple[int, str, int, int]) -> tuple[int, str, str | None, dict]:
-    seed, mix, voters, observers = args
+def run_one(args: tuple[int, str, int, int, str]) -> tuple[int, str, str | None, dict]:
+    seed, mix, voters, observers, workload = args
     params = SimParams(voters=voters, observers=observers)
     try:
-        stats = Simulation(seed, mix, params).run()
+        stats = Simulation(seed, mix, params, workload).run()
     except SimulationFailure as e:
         return seed, mix, str(e), {}
     return seed, mix, None, {
@@ -43,12 +43,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--voters", type=int, default=3)
     parser.add_argument("--observers", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--workload", choices=WORKLOADS + ("both",), default="both",
+                        help="what the cluster replicates (default: both, alternating by seed)")
     args = parser.parse_args(argv)
+    def workload(seed: int) -> str:
+        return WORKLOADS[seed // len(MIXES) % len(WORKLOADS)] if args.workload == "both" else args.workload
+
+    def job(seed: int) -> tuple[int, str, int, int, str]:
+        return seed, args.mix or MIXES[seed % len(MIXES)], args.voters, args.observers, workload(seed)
+
     if args.seed is not None:
-        jobs = [(args.seed, args.mix or MIXES[args.seed % len(MIXES)], args.voters, args.observers)]
+        jobs = [job(args.seed)]
     elif args.seeds:
-        jobs = [(s, args.mix or MIXES[s % len(MIXES)], args.voters, args.observers)
-                for s in range(args.start, args.start + args.seeds)]
+        jobs = [job(s) for s in range(args.start, args.start + args.seeds)]
     else:
         parser.error("give --seeds N or --seed S")
     started = time.time()

@@ -24,10 +24,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from random import Random
 
+from kraft.metadata import MetadataImage
 from kraft.raft import RaftConfig, Reply, Role, Send
-from kraft.records import SimpleRecord, iter_batches
+from kraft.records import iter_batches
 from kraft.sim.network import Clock, Network
 from kraft.sim.node import SimNode
+from kraft.sim.workloads import CounterWorkload, MetadataWorkload, Workload
+
+WORKLOADS = ("counter", "metadata")
 
 MIXES = (
     "none",
@@ -89,19 +93,22 @@ class _Trace(logging.Handler):
         self.lines.append(f"t={self.clock.now:>6} {record.getMessage()}")
 
 
-def replay_command(seed: int, mix: str, params: SimParams) -> str:
+def replay_command(seed: int, mix: str, params: SimParams, workload: str = "counter") -> str:
     return (
-        f".venv/bin/python -m kraft.sim --seed {seed} --mix {mix} "
+        f".venv/bin/python -m kraft.sim --seed {seed} --mix {mix} --workload {workload} "
         f"--voters {params.voters} --observers {params.observers}"
     )
 
 
 class Simulation:
-    def __init__(self, seed: int, mix: str, params: SimParams | None = None) -> None:
+    def __init__(self, seed: int, mix: str, params: SimParams | None = None, workload: str = "counter") -> None:
         if mix not in MIXES:
             raise ValueError(f"unknown fault mix {mix!r}; one of {', '.join(MIXES)}")
+        if workload not in WORKLOADS:
+            raise ValueError(f"unknown workload {workload!r}; one of {', '.join(WORKLOADS)}")
         self.seed = seed
         self.mix = mix
+        self.workload_name = workload
         self.params = params or SimParams()
         self.rng = Random(f"{seed}/sim")
         self.fault_rng = Random(f"{seed}/faults")
@@ -120,9 +127,14 @@ class Simulation:
         self._batch_cache: dict[int, tuple[tuple | None, list]] = {}
         self._snapshot_states: dict[object, bytes] = {}  # snapshot id -> state, the first node's
         self._snapshots_checked: set[tuple[int, int, object]] = set()  # (node, disk, id)
+        self._image_digests: dict[int, str] = {}  # offset -> digest of the metadata image there
+        self.workload: Workload = (CounterWorkload if workload == "counter" else MetadataWorkload)(
+            self.params.snapshot_every_bytes
+        )
         self._next_value = 0
         self._append_time: dict[int, int] = {}
         self._ack_time: dict[int, int] = {}
+        self._commit_times: list[int] = []  # when each offset was first seen committed
         self._healed_at = self.params.fault_ms
         self.nodes: dict[int, SimNode] = {}
         for node_id in ids:
@@ -137,7 +149,7 @@ class Simulation:
                 fetch_max_wait_ms=100,
             )
             late = mix == "late-join" and node_id in (voters[-1], ids[-1])
-            self.nodes[node_id] = SimNode(self, config, self.params.snapshot_every_bytes, start=not late)
+            self.nodes[node_id] = SimNode(self, config, self.workload, start=not late)
             if late:
                 self.clock.at(self.fault_rng.randint(1000, self.params.fault_ms - 1000), self.nodes[node_id].start)
         self.trace = _Trace(self.clock)
@@ -163,25 +175,33 @@ class Simulation:
     def _client_append(self) -> None:
         if self.clock.now >= self.params.fault_ms + self.params.settle_ms - self.params.quiet_ms:
             return  # the end of the run is quiet, so every node can catch up
-        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
-        if leaders:
-            node = self.rng.choice(leaders)
-            self._next_value += 1
-            value = b"%d" % self._next_value
-            node.step(lambda core, now: self._append(core, now, value))
+        self.workload.client_step(self)
         self.clock.at(self.clock.now + self.params.append_every_ms, self._client_append)
 
-    def _append(self, core, now: int, value: bytes) -> None:
-        epoch, offset = core.append([SimpleRecord(None, value)], now)
+    def next_value(self) -> bytes:
+        self._next_value += 1
+        return b"%d" % self._next_value
+
+    def record_append(self, value: bytes, epoch: int, offset: int) -> None:
+        """A numbered record the client appended at (epoch, offset): acknowledged once seen committed there."""
         self.appended[int(value)] = (epoch, offset, value)
-        self._append_time[int(value)] = now
+        self._append_time[int(value)] = self.clock.now
         self.stats.appends += 1
 
+    def observe_image(self, node: SimNode, image: MetadataImage) -> None:
+        """Every node's metadata image at one offset must be the same."""
+        digest = image.digest()
+        known = self._image_digests.setdefault(image.offset, digest)
+        if known != digest:
+            self.fail(f"node {node.node_id}: metadata image at offset {image.offset} differs from another node's")
+
     def observe_commit(self, node: SimNode, offset: int, value: bytes | None) -> None:
+        if offset not in self.committed:
+            self._commit_times.append(self.clock.now)
         known = self.committed.setdefault(offset, value)
         if known != value:
             self.fail(f"offset {offset} committed as {known!r} earlier but node {node.node_id} got {value!r}")
-        if value is not None and value.isdigit():
+        if self.workload_name == "counter" and value is not None and value.isdigit():
             vid = int(value)
             appended = self.appended.get(vid)
             if appended is not None and appended[1] == offset and vid not in self.acked:
@@ -265,7 +285,8 @@ class Simulation:
         trace = "\n".join(self.trace.lines)
         raise SimulationFailure(
             f"seed {self.seed}, mix {self.mix}, t={self.clock.now}: {message}\n"
-            f"replay: {replay_command(self.seed, self.mix, self.params)}\n--- last events ---\n{trace}"
+            f"replay: {replay_command(self.seed, self.mix, self.params, self.workload_name)}\n"
+            f"--- last events ---\n{trace}"
         )
 
     def _check_step(self) -> None:
@@ -327,17 +348,12 @@ class Simulation:
             if key in self._snapshots_checked:
                 continue
             self._snapshots_checked.add(key)
-            (record,) = list(node.snapshots.open_reader(sid).records())
-            known = self._snapshot_states.setdefault(sid, record.value)
-            if known != record.value:
+            content = hashlib.sha256()
+            for record in node.snapshots.open_reader(sid).records():
+                content.update(len(record.value or b"").to_bytes(4, "big") + (record.value or b""))
+            known = self._snapshot_states.setdefault(sid, content.digest())
+            if known != content.digest():
                 self.fail(f"snapshot {sid} holds different states on different nodes (node {node.node_id})")
-
-    def _reference_state(self, applied: int) -> tuple[int, bytes]:
-        count, digest = 0, bytes(32)
-        for offset in sorted(o for o in self.committed if o < applied):
-            count += 1
-            digest = hashlib.sha256(digest + (self.committed[offset] or b"")).digest()
-        return count, digest
 
     def _batches(self, node: SimNode) -> list[tuple[int, int, int, int]]:
         """(base, last, epoch, crc) of each batch in the node's log; walks only what was
@@ -380,25 +396,22 @@ class Simulation:
     def _check_end(self) -> None:
         self._check_log_matching()
         healed = self._healed_at
-        after_heal = [vid for vid in self.acked if self._append_time[vid] >= healed]
-        if not after_heal:
-            self.fail(f"no append made after the faults healed at t={healed} was committed")
-        first = min(after_heal, key=lambda vid: self._ack_time[vid])
-        if self._ack_time[first] - healed > self.params.liveness_bound_ms:
+        commits_after_heal = [t for t in self._commit_times if t >= healed]
+        if not commits_after_heal:
+            self.fail(f"nothing was committed after the faults healed at t={healed}")
+        if commits_after_heal[0] - healed > self.params.liveness_bound_ms:
             self.fail(
-                f"the first append after healing committed {self._ack_time[first] - healed} ms after it "
+                f"the first commit after healing came {commits_after_heal[0] - healed} ms after it "
                 f"(bound {self.params.liveness_bound_ms} ms)"
             )
         leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
         if len(leaders) != 1:
             self.fail(f"{len(leaders)} leaders at the end of a healed run")
-        target = max(offset for offset, _ in self.acked.values()) + 1
+        target = max(self.committed, default=-1) + 1
         for node in self.nodes.values():
-            machine = node.machine
-            if machine.applied < target:
-                self.fail(f"node {node.node_id} applied only up to {machine.applied}, not {target}, after healing")
-            if (machine.count, machine.digest) != self._reference_state(machine.applied):
-                self.fail(f"node {node.node_id}: state at offset {machine.applied} differs from the committed records")
+            if node.machine.applied < target:
+                self.fail(f"node {node.node_id} applied only up to {node.machine.applied}, not {target}, after healing")
+        self.workload.check_end(self)
 
     # ---------------------------------------------------------------- run
 

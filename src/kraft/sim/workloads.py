@@ -1,0 +1,255 @@
+"""What the simulated cluster replicates, and how the simulation checks it.
+
+* `counter`: a count of committed records and a hash chain over their values; the client
+  appends a numbered record every few milliseconds; each node's state must equal the one
+  computed from the committed records.
+* `metadata`: the cluster-metadata state machine (QuorumController); the client sends
+  random admin operations to the active controller, valid and invalid alike; every node's
+  image at an offset must have the same digest, and equal a replay of every committed
+  record from offset 0 (so snapshot plus replay equals full replay).
+
+Both snapshot through SnapshotPolicy, with small thresholds, so catching up by snapshot
+happens in every run.
+"""
+
+import hashlib
+import struct
+from dataclasses import dataclass, field
+from random import Random
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kraft.controller import NotControllerError, QuorumController
+from kraft.metadata import ControllerError, MetadataImage, apply_records, decode_record
+from kraft.metadata import controller as ctl
+from kraft.metadata.configs import AlterConfigOp, OpType
+from kraft.metadata.image import ConfigResource, ConfigResourceType
+from kraft.raft import CommittedBatch, LeaderAndEpoch, RaftCore, Role
+from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.records import SimpleRecord
+from kraft.storage import SnapshotReader
+
+if TYPE_CHECKING:
+    from kraft.sim.node import SimNode
+    from kraft.sim.simulation import Simulation
+
+
+class Machine(Protocol):
+    applied: int
+
+    def handle_commit(self, batch: CommittedBatch) -> None: ...
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None: ...
+    def handle_load_snapshot(self, reader: SnapshotReader) -> None: ...
+
+
+class Workload(Protocol):
+    def machine(self, node: "SimNode") -> Machine: ...
+    def maybe_snapshot(self, node: "SimNode", core: RaftCore, now: int) -> None: ...
+    def client_step(self, sim: "Simulation") -> None: ...
+    def check_end(self, sim: "Simulation") -> None: ...
+
+
+def _refuse_load_on_leader(node: "SimNode", reader: SnapshotReader) -> None:
+    core = node.core
+    if core is not None and core.role == Role.LEADER:
+        node.sim.fail(f"leader {node.node_id} loaded snapshot {reader.snapshot_id}")
+
+
+def _leaders(sim: "Simulation") -> list["SimNode"]:
+    return [n for n in sim.nodes.values() if n.core is not None and n.core.is_leader]
+
+
+# ---------------------------------------------------------------- counter
+
+_STATE = struct.Struct(">qq32s")  # count, applied offset, digest
+
+
+@dataclass
+class CounterMachine:
+    node: "SimNode"
+    policy: SnapshotPolicy
+    count: int = 0
+    applied: int = 0
+    digest: bytes = bytes(32)
+    seen: dict[int, bytes | None] = field(default_factory=dict)
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        self.applied = batch.last_offset + 1
+        if batch.control:
+            return
+        for record in batch.records:
+            self.seen[record.offset] = record.value
+            self.count += 1
+            self.digest = hashlib.sha256(self.digest + (record.value or b"")).digest()
+            self.node.sim.observe_commit(self.node, record.offset, record.value)
+        self.policy.record_commit(batch)
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        pass
+
+    def handle_load_snapshot(self, reader: SnapshotReader) -> None:
+        _refuse_load_on_leader(self.node, reader)
+        (record,) = list(reader.records())
+        self.count, self.applied, self.digest = _STATE.unpack(record.value)
+        if self.applied != reader.snapshot_id.end_offset:
+            self.node.sim.fail(f"snapshot {reader.snapshot_id} holds state at {self.applied}")
+        self.policy.reset()
+
+
+class CounterWorkload:
+    def __init__(self, snapshot_every_bytes: int) -> None:
+        self.snapshot_every_bytes = snapshot_every_bytes
+
+    def machine(self, node: "SimNode") -> CounterMachine:
+        return CounterMachine(node, SnapshotPolicy(self.snapshot_every_bytes, 0.0, 0))
+
+    def maybe_snapshot(self, node: "SimNode", core: RaftCore, now: int) -> None:
+        machine = node.machine
+        assert isinstance(machine, CounterMachine)
+        end = machine.applied
+        latest = node.snapshots.latest()
+        if machine.policy.due(now, 1.0) is None or end == 0 or (latest and latest.end_offset >= end):
+            return
+        if end < node.log.start_offset or core.high_watermark is None or end > core.high_watermark:
+            return
+        writer = core.create_snapshot(core.snapshot_id_at(end), now)
+        writer.append([(None, _STATE.pack(machine.count, machine.applied, machine.digest))])
+        writer.freeze()
+        machine.policy.reset()
+        node.sim.stats.snapshots += 1
+
+    def client_step(self, sim: "Simulation") -> None:
+        leaders = _leaders(sim)
+        if leaders:
+            node = sim.rng.choice(leaders)
+            value = sim.next_value()
+            node.step(lambda core, now: sim.record_append(value, *core.append([SimpleRecord(None, value)], now)))
+
+    def check_end(self, sim: "Simulation") -> None:
+        for node in sim.nodes.values():
+            machine = node.machine
+            assert isinstance(machine, CounterMachine)
+            count, digest = 0, bytes(32)
+            for offset in sorted(o for o in sim.committed if o < machine.applied):
+                count += 1
+                digest = hashlib.sha256(digest + (sim.committed[offset] or b"")).digest()
+            if (machine.count, machine.digest) != (count, digest):
+                sim.fail(f"node {node.node_id}: state at offset {machine.applied} differs from the committed records")
+
+
+# ---------------------------------------------------------------- metadata
+
+
+class MetadataMachine(QuorumController):
+    """The real state machine, reporting what the simulation checks."""
+
+    def __init__(self, node: "SimNode", policy: SnapshotPolicy) -> None:
+        super().__init__(policy)
+        self.node = node
+
+    @property
+    def applied(self) -> int:
+        return self.cache.offset + 1
+
+    def handle_commit(self, batch: CommittedBatch) -> None:
+        super().handle_commit(batch)
+        sim = self.node.sim
+        if not batch.control:
+            for record in batch.records:
+                sim.observe_commit(self.node, record.offset, record.value)
+            sim.observe_image(self.node, self.cache.image)
+
+    def handle_load_snapshot(self, reader: SnapshotReader) -> None:
+        _refuse_load_on_leader(self.node, reader)
+        super().handle_load_snapshot(reader)
+        self.node.sim.observe_image(self.node, self.cache.image)
+
+
+TOPICS = ("orders", "payments", "clicks", "audit", "a.b_c", "bad name!", "")
+BROKERS = range(1, 7)
+
+
+class MetadataWorkload:
+    """Random admin operations; about one in four is refused by validation."""
+
+    def __init__(self, snapshot_every_bytes: int) -> None:
+        self.snapshot_every_bytes = snapshot_every_bytes
+        self.refused = 0
+        self.committed_ops = 0
+
+    def machine(self, node: "SimNode") -> MetadataMachine:
+        return MetadataMachine(node, SnapshotPolicy(self.snapshot_every_bytes, 0.0, 0))
+
+    def maybe_snapshot(self, node: "SimNode", core: RaftCore, now: int) -> None:
+        machine = node.machine
+        assert isinstance(machine, MetadataMachine)
+        if machine.snapshot_now(now) is not None:
+            node.sim.stats.snapshots += 1
+
+    def _operation(self, rng: Random, image: MetadataImage, broker_epoch: int) -> Any:
+        kind = rng.choice(["register", "register", "unfence", "fence", "create", "create", "delete", "config", "pids"])
+        broker = rng.choice(BROKERS)
+        topic = rng.choice(TOPICS)
+        if kind == "register":
+            incarnation = rng.randbytes(16)
+            return lambda im: ctl.register_broker(im, broker, incarnation_id=incarnation, broker_epoch=broker_epoch)
+        if kind == "unfence":
+            registered = image.brokers.get(broker)
+            epoch = registered.epoch if registered is not None else broker_epoch
+            return lambda im: ctl.unfence_broker(im, broker, epoch)
+        if kind == "fence":
+            return lambda im: ctl.fence_broker(im, broker)
+        if kind == "create":
+            new = ctl.NewTopic(topic, rng.randint(0, 4), rng.randint(1, 4))
+            seed = rng.random()
+            return lambda im: ctl.create_topic(im, new, Random(seed))
+        if kind == "delete":
+            return lambda im: ctl.delete_topic(im, topic)
+        if kind == "config":
+            value = rng.choice(["1000", "-5", "x", None])
+            ops = [AlterConfigOp("retention.ms", OpType.DELETE if value is None else OpType.SET, value)]
+            resource = ConfigResource(ConfigResourceType.TOPIC, topic)
+            return lambda im: ctl.alter_configs(im, resource, ops)
+        return lambda im: ctl.allocate_producer_ids(im, broker, image.brokers[broker].epoch if broker in image.brokers else 0)
+
+    def client_step(self, sim: "Simulation") -> None:
+        leaders = _leaders(sim)
+        if not leaders:
+            return
+        node = sim.rng.choice(leaders)
+        machine = node.machine
+        assert isinstance(machine, MetadataMachine)
+
+        def submit(core: RaftCore, now: int) -> None:
+            end_before = core.next_offset
+            operation = self._operation(sim.rng, machine.working_image, end_before)
+            try:
+                pending = machine.submit(operation, now)
+            except ControllerError:
+                self.refused += 1
+                if core.next_offset != end_before:
+                    sim.fail("a refused operation appended records")
+                return
+            except NotControllerError:
+                return
+            pending.add_done_callback(lambda p: self._done(sim, p))
+
+        node.step(submit)
+
+    def _done(self, sim: "Simulation", pending: Any) -> None:
+        if pending.error is None:
+            self.committed_ops += 1
+            sim.stats.acknowledged += 1
+
+    def check_end(self, sim: "Simulation") -> None:
+        reference = MetadataImage()
+        for offset in sorted(sim.committed):
+            value = sim.committed[offset]
+            reference = apply_records(reference, [decode_record(value)], offset=offset, epoch=0)
+        top = max(sim.committed, default=-1)
+        for node in sim.nodes.values():
+            machine = node.machine
+            assert isinstance(machine, MetadataMachine)
+            if machine.cache.offset >= top and machine.cache.image.digest() != reference.digest():
+                sim.fail(f"node {node.node_id}: image differs from a full replay of the committed records")
+        if self.committed_ops == 0:
+            sim.fail("no admin operation was committed")

@@ -1,8 +1,8 @@
 """Commits per second through the Raft core alone, and what a message costs in it.
 
-Three voters on MemoryLogs, wired by a direct in-memory queue: no sockets, no virtual
-network, no faults, no fsync (MemoryLog.flush is instant), a frozen clock. So this is the
-core's own cost per commit. Two loads: one record per append, each waited for (latency
+Three voters on MemoryLogs, wired by a direct in-memory queue (raft_driver.py): no
+sockets, no faults, no fsync (MemoryLog.flush is instant). So this is the core's own cost
+per commit. Two loads: one record per append, each waited for (latency
 bound), and 1000 appends in flight at once (the core batches them, as a busy leader does).
 
 The per-message cost is compared with a loop that only encodes and decodes the same
@@ -11,78 +11,25 @@ messages with kio (what the server adds around each one), printed as a ratio.
 
 import sys
 import time
-from collections import deque
-from random import Random
 
 from common import print_table, write_results
+from raft_driver import Cluster
 
 from kraft.protocol import decode, encode
-from kraft.raft import RaftConfig, RaftCore, Reply, Send
 from kraft.records import SimpleRecord
-from kraft.storage import MemoryLog, MemoryQuorumStateStore
 
 VOTERS = (1, 2, 3)
 
 
-class Cluster:
-    def __init__(self) -> None:
-        self.now = 0
-        self.cores = {
-            n: RaftCore(RaftConfig(node_id=n, voters=VOTERS, cluster_id="bench"), MemoryLog(), MemoryQuorumStateStore(),
-                        Random(n), 0)
-            for n in VOTERS
-        }
-        self.queue: deque = deque()
-        self.messages = 0
-        self.sample: list = []
-        self.now = 5000
-        self.cores[1].tick(self.now)  # node 1 times out first (its election deadline is earliest)
-        for core in self.cores.values():
-            core.tick(self.now)
-        self.drive(lambda: any(c.is_leader and c.high_watermark for c in self.cores.values()))
-        self.leader = next(c for c in self.cores.values() if c.is_leader)
-
-    def drive(self, done, keep_sample: bool = False) -> None:
-        cores = self.cores
-        while not done():
-            for node_id, core in cores.items():
-                if core.wants_flush:
-                    core.log.flush()
-                    core.handle_flush(self.now)
-                for message in core.poll_outbox():
-                    self.queue.append((node_id, message))
-            if not self.queue:
-                self.now += 1
-                for core in cores.values():
-                    core.tick(self.now)
-                continue
-            while self.queue:
-                source, message = self.queue.popleft()
-                self.messages += 1
-                if isinstance(message, Send):
-                    if keep_sample and len(self.sample) < 2000:
-                        self.sample.append(message.request)
-                    cores[message.destination].handle_request((source, message.request_id), message.request, self.now)
-                else:
-                    assert isinstance(message, Reply)
-                    if keep_sample and len(self.sample) < 2000:
-                        self.sample.append(message.response)
-                    origin, request_id = message.handle
-                    cores[origin].handle_response(request_id, message.response, self.now)
-
-
 def run(in_flight: int, total: int) -> tuple[float, int, Cluster]:
-    cluster = Cluster()
-    leader = cluster.leader
+    cluster = Cluster(VOTERS)
+    cluster.keep_sample = True
     record = [SimpleRecord(None, b"x" * 100)]
     start_messages = cluster.messages
     started = time.perf_counter()
     committed = 0
     while committed < total:
-        last = 0
-        for _ in range(in_flight):
-            _, last = leader.append(record, cluster.now)
-        cluster.drive(lambda: leader.high_watermark is not None and leader.high_watermark > last, keep_sample=True)
+        cluster.commit(record, in_flight)
         committed += in_flight
     elapsed = time.perf_counter() - started
     return elapsed, cluster.messages - start_messages, cluster

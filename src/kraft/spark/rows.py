@@ -1,0 +1,167 @@
+"""The row every kraft record source yields, and decoded batches turned into Arrow.
+
+The first eight columns are those of Spark's own Kafka source, with its names and types,
+so code written against `spark.read.format("kafka")` reads kraft's frames unchanged; the
+last two say what a KRaft log adds:
+
+    key            binary      null for a null key
+    value          binary      null for a null value (a tombstone)
+    topic          string      the partition directory's topic (__cluster_metadata)
+    partition      int
+    offset         long        the record's log offset (see below for snapshot rows)
+    timestamp      timestamp   UTC, from Kafka's milliseconds; Kafka's source uses this type
+    timestampType  int         0 CreateTime, 1 LogAppendTime (then every record of a batch
+                               has the batch's max timestamp, as Kafka reports it)
+    headers        array<struct<key: string, value: binary>>, empty when none
+    leaderEpoch    int         the batch's partition leader epoch: who wrote it (KIP-320)
+    isControl      boolean     a control record (LeaderChange, snapshot header/footer, ...):
+                               it holds no data for the state machine but takes an offset
+
+Rows that come from a snapshot take the snapshot's last contained offset (its end offset
+- 1) as their offset and its epoch as their leader epoch: they are the state as of that
+offset, and the log that follows starts at the snapshot's end offset.
+
+Batches become Arrow column by column, never row by row: the C codec decodes a whole batch
+into records, `zip(*records)` transposes them in C, and per-batch constants (epoch, control
+flag, timestamp type) are expanded by Arrow from one value per batch (run-end decoding).
+Spark's Python data source API takes the resulting `pyarrow.RecordBatch`es as they are,
+without a per-row conversion; their schema must equal `ARROW_SCHEMA` exactly.
+"""
+
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from kraft.records import RecordBatch
+
+HEADER_TYPE = StructType([StructField("key", StringType(), False), StructField("value", BinaryType(), True)])
+
+RECORD_SCHEMA = StructType(
+    [
+        StructField("key", BinaryType(), True),
+        StructField("value", BinaryType(), True),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("offset", LongType(), False),
+        StructField("timestamp", TimestampType(), False),
+        StructField("timestampType", IntegerType(), False),
+        StructField("headers", ArrayType(HEADER_TYPE, False), False),
+        StructField("leaderEpoch", IntegerType(), False),
+        StructField("isControl", BooleanType(), False),
+    ]
+)
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects for `schema` from a Python data source: Spark checks
+    that a yielded batch's schema equals this one exactly (names, types, nullability)."""
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def arrow_type(data_type: DataType) -> pa.DataType:
+    return arrow_schema(StructType([StructField("x", data_type)])).field(0).type
+
+
+ARROW_SCHEMA = arrow_schema(RECORD_SCHEMA)
+_HEADERS = ARROW_SCHEMA.field("headers").type
+_TIMESTAMP = ARROW_SCHEMA.field("timestamp").type
+_NO_HEADERS = pa.array([], _HEADERS.value_type)
+
+DEFAULT_ROWS_PER_ARROW_BATCH = 1 << 16
+
+
+class _Columns:
+    """One Arrow batch in the making: Python lists filled a Kafka batch at a time (by C-level
+    list operations), and one entry per Kafka batch for the per-batch columns."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.headers: list[tuple] = []
+        self.has_headers = False
+        self.run_ends: list[int] = []  # per Kafka batch: rows so far, and its constants
+        self.epochs: list[int] = []
+        self.timestamp_types: list[int] = []
+        self.controls: list[bool] = []
+
+    def add(self, batch: RecordBatch, offset: int | None) -> None:
+        records = batch.records()
+        if not records:
+            return
+        offsets, timestamps, keys, values, headers = zip(*records)
+        n = len(records)
+        self.offsets.extend(offsets if offset is None else (offset,) * n)
+        self.timestamps.extend(timestamps)
+        self.keys.extend(keys)
+        self.values.extend(values)
+        self.headers.extend(headers)
+        self.has_headers = self.has_headers or any(headers)
+        h = batch.header
+        self.rows += n
+        self.run_ends.append(self.rows)
+        self.epochs.append(h.partition_leader_epoch)
+        self.timestamp_types.append(int(h.timestamp_type))
+        self.controls.append(h.is_control)
+
+    def _per_batch(self, values: list, data_type: pa.DataType) -> pa.Array:
+        ends = pa.array(self.run_ends, pa.int32())
+        return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, pa.array(values, data_type)))
+
+    def build(self, topic: str, partition: int) -> pa.RecordBatch:
+        n = self.rows
+        if self.has_headers:
+            headers = pa.array(self.headers, _HEADERS)
+        else:
+            headers = pa.ListArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n + 1), _NO_HEADERS, type=_HEADERS)
+        millis = pa.array(self.timestamps, pa.int64())
+        columns = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.repeat(pa.scalar(topic, pa.string()), n),
+            pa.repeat(pa.scalar(partition, pa.int32()), n),
+            pa.array(self.offsets, pa.int64()),
+            pc.multiply(millis, 1000).view(_TIMESTAMP),
+            self._per_batch(self.timestamp_types, pa.int32()),
+            headers,
+            self._per_batch(self.epochs, pa.int32()),
+            self._per_batch(self.controls, pa.bool_()),
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def to_arrow(
+    batches: Iterable[RecordBatch],
+    *,
+    topic: str,
+    partition: int,
+    offset: int | None = None,
+    rows_per_batch: int = DEFAULT_ROWS_PER_ARROW_BATCH,
+) -> Iterator[pa.RecordBatch]:
+    """Kafka record batches (CRC-checked already) as Arrow batches of `RECORD_SCHEMA`, each
+    about `rows_per_batch` rows (whole Kafka batches only, so a large Kafka batch makes a
+    larger one). `offset` replaces every record's offset (snapshot rows, see above)."""
+    columns = _Columns()
+    for batch in batches:
+        columns.add(batch, offset)
+        if columns.rows >= rows_per_batch:
+            yield columns.build(topic, partition)
+            columns = _Columns()
+    if columns.rows:
+        yield columns.build(topic, partition)

@@ -44,6 +44,29 @@ def _demo(args: argparse.Namespace) -> int:
     return run(Path(args.dir))
 
 
+def _server(args: argparse.Namespace) -> int:
+    from kraft.cli.server_cmd import server_start
+
+    return server_start(args.config)
+
+
+def _storage(args: argparse.Namespace) -> int:
+    from kraft.cli.server_cmd import storage_format, storage_random_uuid
+
+    if args.action == "random-uuid":
+        return storage_random_uuid()
+    if not args.config or not args.cluster_id:
+        print("kraft storage format: --config and --cluster-id are required", file=sys.stderr)
+        return 2
+    return storage_format(args.config, args.cluster_id)
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    from kraft.cli.cluster_cmd import cluster_up
+
+    return cluster_up(args.dir, args.voters, args.observers)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kraft", description="Kafka's KRaft replicated log in Python.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -62,6 +85,26 @@ def build_parser() -> argparse.ArgumentParser:
     shell.add_argument("-c", dest="shell_command", metavar="COMMAND", help="run this command and exit (else: interactive)")
     shell.add_argument("words", nargs="*", metavar="COMMAND", help="a command to run and exit, e.g. ls /topics")
     shell.set_defaults(func=_metadata_shell)
+
+    server = sub.add_parser("server", help="run a node")
+    server_sub = server.add_subparsers(dest="action", required=True)
+    start = server_sub.add_parser("start", help="start a node from its server.properties")
+    start.add_argument("config", help="path to server.properties")
+    start.set_defaults(func=_server)
+
+    storage = sub.add_parser("storage", help="format a node's metadata.log.dir (like kafka-storage)")
+    storage.add_argument("action", choices=["format", "random-uuid"])
+    storage.add_argument("--config", help="path to server.properties")
+    storage.add_argument("--cluster-id", help="the cluster id (kraft storage random-uuid makes one)")
+    storage.set_defaults(func=_storage)
+
+    cluster = sub.add_parser("cluster", help="a local cluster of processes on loopback")
+    cluster_sub = cluster.add_subparsers(dest="action", required=True)
+    up = cluster_sub.add_parser("up", help="start it, show where everything is, stop on Ctrl-C")
+    up.add_argument("--voters", type=int, default=3)
+    up.add_argument("--observers", type=int, default=1)
+    up.add_argument("--dir", required=True, help="where the nodes keep configs, data and logs")
+    up.set_defaults(func=_cluster)
 
     demo = sub.add_parser("demo", help="show the system doing its work end to end")
     demo.add_argument("--dir", default="demo-data", help="where the demo writes its files")

@@ -14,6 +14,7 @@ retry with a version both sides speak.
 
 import asyncio
 import logging
+import os
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
 from kraft.protocol.codec import api_name, decode_request, encode_response, peek_api, response_class
+from kraft.protocol.regions import Segment, encode_response_segments
 from kraft.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, read_frame
 
@@ -90,11 +92,11 @@ class KafkaServer:
         try:
             while True:
                 body = await read_frame(reader, self.max_frame_bytes)
-                response = await self._respond(body)
-                writer.write(response)
-                await writer.drain()
+                await _write_segments(writer, await self._respond(body))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except asyncio.CancelledError:
+            pass  # the server is closing; ending quietly keeps asyncio from logging it as an error
         except ProtocolError as e:
             log.warning("%s: closing connection from %s: %s", self.name, peer, e)
         except Exception:
@@ -103,7 +105,7 @@ class KafkaServer:
             self._connections.discard(task)
             writer.close()
 
-    async def _respond(self, body: bytes) -> bytes:
+    async def _respond(self, body: bytes) -> list[Segment]:
         api_key, version = peek_api(body)
         endpoint = self._endpoints.get(api_key)
         if endpoint is None:
@@ -111,15 +113,16 @@ class KafkaServer:
         if not endpoint.min_version <= version <= endpoint.max_version:
             if api_key == API_VERSIONS and len(body) >= 8:
                 (correlation_id,) = _CORRELATION_ID.unpack_from(body, 4)
-                return encode_response(correlation_id, self._unsupported_api_versions())
+                return [encode_response(correlation_id, self._unsupported_api_versions())]
             raise UnsupportedVersionError(
                 api_key, version, f": {api_name(api_key)} is served in v{endpoint.min_version}-v{endpoint.max_version}"
             )
         header, request = decode_request(body)
         response = await endpoint.handler(header, request)
-        return encode_response(header.correlation_id, response)
+        return encode_response_segments(header.correlation_id, response)
 
     def _unsupported_api_versions(self) -> Any:
+        """KIP-511's answer to an ApiVersions version we do not know."""
         return ApiVersionsResponseV0(
             error_code=ErrorCode.unsupported_version,
             api_keys=tuple(
@@ -138,3 +141,18 @@ class KafkaServer:
         if version == 0:
             return schema.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys)
         return schema.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys, throttle_time=timedelta(0))
+
+
+async def _write_segments(writer: asyncio.StreamWriter, segments: list[Segment]) -> None:
+    """Writes a response: bytes as they are, regions with os.sendfile (file to socket)."""
+    loop = asyncio.get_running_loop()
+    for segment in segments:
+        if isinstance(segment, bytes):
+            writer.write(segment)
+            continue
+        await writer.drain()
+        with os.fdopen(os.dup(segment.fileno()), "rb") as file:
+            sent = await loop.sendfile(writer.transport, file, segment.position, segment.length)
+        if sent != segment.length:
+            raise ConnectionError(f"the file shrank while it was being sent ({sent} of {segment.length} bytes)")
+    await writer.drain()

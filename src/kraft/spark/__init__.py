@@ -1,1 +1,84 @@
-"""spark layer; see ../shared/DESIGN.md."""
+"""kraft's data on Spark, through PySpark's Python data source API (PySpark 4).
+
+    spark = kraft.spark.session()            # or register(spark) on a session of your own
+    spark.read.format("kraft-files").load(".../__cluster_metadata-0")
+    spark.read.format("kraft-files").option("startingOffsets", "snapshot").load(dir)
+    kraft.spark.metadata_frames(spark, dir, ending_offset=1234)["partitions"]
+
+* `rows`: the record row (`RECORD_SCHEMA`, Spark's Kafka-source columns plus leaderEpoch
+  and isControl) and decoded batches -> Arrow (`to_arrow`). Every record source uses both.
+* `files`: "kraft-files", a partition directory's segments and snapshots.
+* `metadata_view`: the metadata image at an offset as tables; "kraft-metadata".
+* `logdir`: reading a directory read-only with every check; no Spark in it.
+
+Spark's Python workers must run this interpreter (they import kraft): `register` points
+the session's Python functions at `sys.executable`, and `session` also sets
+PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON before the JVM starts, so no user setting is needed.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from kraft.spark.demo import demo_tables
+from kraft.spark.files import KraftFilesDataSource
+from kraft.spark.logdir import LogDirError
+from kraft.spark.metadata_view import TABLES, KraftMetadataDataSource, metadata_frames, metadata_image
+from kraft.spark.rows import ARROW_SCHEMA, RECORD_SCHEMA, to_arrow
+
+SOURCES = (KraftFilesDataSource, KraftMetadataDataSource)
+_LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+def register(spark: SparkSession) -> SparkSession:
+    """Registers every kraft data source on `spark`; returns it.
+
+    The sources' Python code runs in Spark's Python workers, which must be able to import
+    kraft: the session's Python functions (registered from here on) run `sys.executable`,
+    this interpreter, whatever PYSPARK_PYTHON said when the session started.
+    """
+    spark.sparkContext.pythonExec = sys.executable
+    for source in SOURCES:
+        spark.dataSource.register(source)
+    return spark
+
+
+def session(app_name: str = "kraft", master: str = "local[2]", **conf: str) -> SparkSession:
+    """A small local Spark session with kraft's sources registered: no UI, two shuffle
+    partitions, the driver on the loopback address, and WARN-level logs (the JVM's start-up
+    chatter included). `conf` adds or overrides Spark settings. If a session is already
+    running in this process, it is reused (Spark allows one)."""
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
+        **conf,
+    }
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return register(spark)
+
+
+__all__ = [
+    "ARROW_SCHEMA",
+    "RECORD_SCHEMA",
+    "SOURCES",
+    "TABLES",
+    "LogDirError",
+    "demo_tables",
+    "metadata_frames",
+    "metadata_image",
+    "register",
+    "session",
+    "to_arrow",
+]

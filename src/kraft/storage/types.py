@@ -55,6 +55,9 @@ class FileRegion:
     def __len__(self) -> int:
         return self.length
 
+    def fileno(self) -> int:
+        return self.file.fd
+
     def read(self) -> bytes:
         data = os.pread(self.file.fd, self.length, self.position)
         if len(data) != self.length:

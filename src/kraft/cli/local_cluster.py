@@ -1,0 +1,179 @@
+"""A local cluster on loopback: one `kraft server start` process per node.
+
+Used by `kraft cluster up`, the demo, the integration tests and the cluster benchmark.
+Each node gets a directory with its server.properties, its data (metadata.log.dir) and
+its log file; ports are picked free on 127.0.0.1.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kraft.server.node import format_storage, random_cluster_id
+
+# Small timeouts: a local cluster elects and fails over in a fraction of a second.
+LOCAL_DEFAULTS = {
+    "controller.quorum.election.timeout.ms": "500",
+    "controller.quorum.fetch.timeout.ms": "1000",
+    "controller.quorum.election.backoff.max.ms": "300",
+    "controller.quorum.request.timeout.ms": "1000",
+    "controller.quorum.append.linger.ms": "1",
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class LocalNode:
+    node_id: int
+    voter: bool
+    directory: Path
+    controller_port: int
+    client_port: int
+    metrics_port: int
+    process: subprocess.Popen | None = None
+    starts: int = 0
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def partition_dir(self) -> Path:
+        return self.data_dir / "__cluster_metadata-0"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "server.log"
+
+    @property
+    def client(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class LocalCluster:
+    directory: Path
+    voters: int = 3
+    observers: int = 1
+    overrides: dict[str, str] = field(default_factory=dict)
+    cluster_id: str = ""
+    nodes: dict[int, LocalNode] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.directory = Path(self.directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        id_file = self.directory / "cluster.id"
+        if not self.cluster_id:
+            self.cluster_id = id_file.read_text().strip() if id_file.exists() else random_cluster_id()
+        id_file.write_text(self.cluster_id + "\n")
+        for node_id in range(1, self.voters + self.observers + 1):
+            node = LocalNode(node_id, node_id <= self.voters, self.directory / f"node-{node_id}",
+                             free_port(), free_port(), free_port())
+            self.nodes[node_id] = node
+        self.write_configs()
+
+    @property
+    def voter_ids(self) -> list[int]:
+        return [n for n, node in self.nodes.items() if node.voter]
+
+    def bootstrap_servers(self) -> str:
+        return ",".join(node.client for node in self.nodes.values())
+
+    def write_configs(self) -> None:
+        quorum = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values() if n.voter)
+        for node in self.nodes.values():
+            node.directory.mkdir(parents=True, exist_ok=True)
+            listeners = f"PLAINTEXT://127.0.0.1:{node.client_port}"
+            if node.voter:
+                listeners = f"CONTROLLER://127.0.0.1:{node.controller_port}," + listeners
+            props = {
+                "node.id": str(node.node_id),
+                "process.roles": "broker,controller" if node.voter else "broker",
+                "controller.quorum.voters": quorum,
+                "listeners": listeners,
+                "controller.listener.names": "CONTROLLER",
+                "metadata.log.dir": str(node.data_dir),
+                "kraft.metrics.port": str(node.metrics_port),
+                **LOCAL_DEFAULTS,
+                **self.overrides,
+            }
+            node.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            format_storage(node.data_dir, self.cluster_id, node.node_id)
+
+    def start(self, node_id: int | None = None, wait: bool = True) -> None:
+        for node in self._select(node_id):
+            if node.running:
+                continue
+            log = open(node.log_path, "ab")
+            node.process = subprocess.Popen(
+                [sys.executable, "-m", "kraft.cli", "server", "start", str(node.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            node.starts += 1
+            log.close()
+        if wait:
+            for node in self._select(node_id):
+                self.wait_listening(node.node_id)
+
+    def wait_listening(self, node_id: int, timeout: float = 30.0) -> None:
+        node = self.nodes[node_id]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not node.running:
+                raise RuntimeError(f"node {node_id} exited ({node.process.returncode}); see {node.log_path}")
+            try:
+                with socket.create_connection(("127.0.0.1", node.client_port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise TimeoutError(f"node {node_id} is not listening after {timeout} s; see {node.log_path}")
+
+    def kill(self, node_id: int) -> None:
+        """kill -9: no resignation, no flush."""
+        node = self.nodes[node_id]
+        if node.running:
+            os.killpg(node.process.pid, signal.SIGKILL)
+            node.process.wait()
+
+    def stop(self, node_id: int | None = None, timeout: float = 15.0) -> None:
+        """SIGTERM (graceful: a leader resigns first), then SIGKILL if it does not exit."""
+        nodes = [n for n in self._select(node_id) if n.running]
+        for node in nodes:
+            node.process.send_signal(signal.SIGTERM)
+        for node in nodes:
+            try:
+                node.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(node.process.pid, signal.SIGKILL)
+                node.process.wait()
+
+    def _select(self, node_id: int | None) -> list[LocalNode]:
+        return list(self.nodes.values()) if node_id is None else [self.nodes[node_id]]
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

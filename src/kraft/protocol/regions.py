@@ -1,0 +1,81 @@
+"""Responses whose record bytes go from a file to the socket without a copy in Python.
+
+A Fetch or FetchSnapshot response may carry, where kio expects `records` bytes, a *region*:
+any object with `fileno()`, `position` and `length` (storage's FileRegion is one). The
+response is encoded once with a short random token in each region's place; the token is
+found in the bytes, its length prefix rewritten for the region's length, and the frame
+split there. The server then writes the bytes and os.sendfile()s each region in between.
+"""
+
+import dataclasses
+import os
+import struct
+from typing import Any, Protocol, runtime_checkable
+
+from kraft.protocol.codec import encode
+
+_TOKEN_LENGTH = 16
+_INT32 = struct.Struct(">i")
+
+
+@runtime_checkable
+class Region(Protocol):
+    position: int
+    length: int
+
+    def fileno(self) -> int: ...
+
+
+Segment = bytes | Region
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _swap_regions(value: Any, found: list[tuple[bytes, Region]]) -> Any:
+    """A copy of `value` with every region replaced by a fresh token (recorded in `found`)."""
+    if isinstance(value, Region):
+        token = os.urandom(_TOKEN_LENGTH)
+        found.append((token, value))
+        return token
+    if isinstance(value, tuple):
+        swapped = tuple(_swap_regions(v, found) for v in value)
+        return swapped if any(a is not b for a, b in zip(swapped, value)) else value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {}
+        for f in dataclasses.fields(value):
+            current = getattr(value, f.name)
+            swapped = _swap_regions(current, found)
+            if swapped is not current:
+                changes[f.name] = swapped
+        return dataclasses.replace(value, **changes) if changes else value
+    return value
+
+
+def encode_response_segments(correlation_id: int, response: Any) -> list[Segment]:
+    """The response frame as bytes and regions, in order (one bytes segment if no region)."""
+    found: list[tuple[bytes, Region]] = []
+    swapped = _swap_regions(response, found)
+    header = type(response).__header_schema__(correlation_id=correlation_id)
+    body = encode(header) + encode(swapped)
+    flexible = type(response).__flexible__
+    token_prefix = 1 if flexible else 4  # uvarint(16 + 1) or an int32 16
+    segments: list[Segment] = []
+    position = 0
+    for token, region in found:
+        at = body.find(token)
+        prefix = _uvarint(region.length + 1) if flexible else _INT32.pack(region.length)
+        segments.append(body[position : at - token_prefix] + prefix)
+        if region.length:
+            segments.append(region)
+        position = at + _TOKEN_LENGTH
+    segments.append(body[position:])
+    total = sum(len(s) if isinstance(s, bytes) else s.length for s in segments)
+    segments[0] = _INT32.pack(total) + segments[0]
+    return segments

@@ -1,0 +1,262 @@
+"""server.properties: Kafka's names, Kafka's defaults, strict checking.
+
+Every key must be known and every value must parse, or start-up stops with a message that
+names the key: a typo in a Raft timeout should not quietly run with the default. Keys
+that only kraft has start with `kraft.`.
+"""
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A server.properties problem, naming the key (and the file, when there is one)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    endpoint: Endpoint
+
+
+def _int(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            n = int(value.strip())
+        except ValueError:
+            raise ValueError(f"{value!r} is not an integer") from None
+        if low is not None and n < low:
+            raise ValueError(f"{n} is below the minimum {low}")
+        if high is not None and n > high:
+            raise ValueError(f"{n} is above the maximum {high}")
+        return n
+
+    return parse
+
+
+def _ratio(value: str) -> float:
+    try:
+        r = float(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a number") from None
+    if not 0.0 <= r <= 1.0:
+        raise ValueError(f"{r} is not between 0 and 1")
+    return r
+
+
+def _roles(value: str) -> frozenset[str]:
+    roles = frozenset(r.strip() for r in value.split(",") if r.strip())
+    if not roles or not roles <= {"broker", "controller"}:
+        raise ValueError(f"{value!r}: process.roles is broker, controller, or broker,controller")
+    return roles
+
+
+def _endpoint(text: str) -> Endpoint:
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r} is not host:port")
+    return Endpoint(host.strip("[]") or "0.0.0.0", int(port))
+
+
+def _voters(value: str) -> dict[int, Endpoint]:
+    voters: dict[int, Endpoint] = {}
+    for entry in (e.strip() for e in value.split(",") if e.strip()):
+        node, at, address = entry.partition("@")
+        if not at or not node.strip().isdigit():
+            raise ValueError(f"{entry!r} is not id@host:port")
+        if int(node) in voters:
+            raise ValueError(f"voter {node} is listed twice")
+        voters[int(node)] = _endpoint(address)
+    if not voters:
+        raise ValueError("no voters")
+    return voters
+
+
+_LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://(.*)$")
+
+
+def _listeners(value: str) -> tuple[Listener, ...]:
+    listeners = []
+    for entry in (e.strip() for e in value.split(",") if e.strip()):
+        match = _LISTENER.match(entry)
+        if match is None:
+            raise ValueError(f"{entry!r} is not NAME://host:port")
+        listeners.append(Listener(match[1].upper(), _endpoint(match[2])))
+    if len({listener.name for listener in listeners}) != len(listeners):
+        raise ValueError("a listener name is used twice")
+    return tuple(listeners)
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(n.strip().upper() for n in value.split(",") if n.strip())
+
+
+def _text(value: str) -> str:
+    return value.strip()
+
+
+DAY_MS = 24 * 3600 * 1000
+
+# key: (parser, default; None = required)
+SCHEMA: dict[str, tuple[Callable[[str], Any], Any]] = {
+    "node.id": (_int(0, 2**31 - 1), None),
+    "process.roles": (_roles, None),
+    "controller.quorum.voters": (_voters, None),
+    "listeners": (_listeners, None),
+    "controller.listener.names": (_names, ("CONTROLLER",)),
+    "metadata.log.dir": (_text, None),
+    "metadata.log.segment.bytes": (_int(1024), 1024 * 1024 * 1024),
+    "metadata.log.segment.ms": (_int(1), 7 * DAY_MS),
+    "controller.quorum.election.timeout.ms": (_int(1), 1000),
+    "controller.quorum.fetch.timeout.ms": (_int(1), 2000),
+    "controller.quorum.election.backoff.max.ms": (_int(0), 1000),
+    "controller.quorum.request.timeout.ms": (_int(1), 2000),
+    "controller.quorum.retry.backoff.ms": (_int(0), 20),
+    "controller.quorum.append.linger.ms": (_int(0), 25),
+    "metadata.log.max.record.bytes.between.snapshots": (_int(1), 20 * 1024 * 1024),
+    "metadata.snapshot.min.changed_records.ratio": (_ratio, 0.5),
+    "metadata.log.max.snapshot.interval.ms": (_int(0), 3600 * 1000),
+    "metadata.max.retention.bytes": (_int(-1), 100 * 1024 * 1024),
+    "metadata.max.retention.ms": (_int(-1), 7 * DAY_MS),
+    "metadata.start.offset.lag.time.max.ms": (_int(0), 7 * DAY_MS),
+    "replica.fetch.response.max.bytes": (_int(1), 10 * 1024 * 1024),
+    "replica.fetch.snapshot.max.bytes": (_int(1), 10 * 1024 * 1024),
+    "socket.request.max.bytes": (_int(1024), 100 * 1024 * 1024),
+    "broker.session.timeout.ms": (_int(1), 9000),
+    "broker.heartbeat.interval.ms": (_int(1), 2000),
+    "kraft.metrics.port": (_int(-1, 65535), 0),  # Prometheus endpoint; 0 picks a free port, -1 turns it off
+    "kraft.metrics.host": (_text, "127.0.0.1"),
+}
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    values: Mapping[str, Any] = field(default_factory=dict)
+    source: str = "<config>"
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def node_id(self) -> int:
+        return self["node.id"]
+
+    @property
+    def voters(self) -> dict[int, Endpoint]:
+        return self["controller.quorum.voters"]
+
+    @property
+    def is_voter(self) -> bool:
+        return "controller" in self["process.roles"]
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self["process.roles"]
+
+    @property
+    def log_dir(self) -> Path:
+        return Path(self["metadata.log.dir"])
+
+    def listener(self, name: str) -> Listener | None:
+        return next((lst for lst in self["listeners"] if lst.name == name), None)
+
+    @property
+    def controller_listener(self) -> Listener | None:
+        for name in self["controller.listener.names"]:
+            found = self.listener(name)
+            if found is not None:
+                return found
+        return None
+
+    @property
+    def client_listener(self) -> Listener | None:
+        names = set(self["controller.listener.names"])
+        return next((lst for lst in self["listeners"] if lst.name not in names), None)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties, the subset server.properties use: key=value or key: value lines,
+    # and ! comments, blank lines, backslash line continuations."""
+    entries: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if match is None:
+            key, value = line, ""
+        else:
+            key, value = match[1], match[2]
+        entries[key] = value
+    return entries
+
+
+def load_config(entries: Mapping[str, str], source: str = "<config>") -> ServerConfig:
+    """Checks every key and value; raises ConfigError naming the first problem."""
+    values: dict[str, Any] = {}
+    for key, raw in entries.items():
+        if key not in SCHEMA:
+            raise ConfigError(f"{source}: unknown configuration key {key!r}")
+        parser, _ = SCHEMA[key]
+        try:
+            values[key] = parser(raw)
+        except ValueError as e:
+            raise ConfigError(f"{source}: invalid value for {key}: {e}") from None
+    for key, (_, default) in SCHEMA.items():
+        if key not in values:
+            if default is None:
+                raise ConfigError(f"{source}: required configuration key {key!r} is missing")
+            values[key] = default
+    config = ServerConfig(values, source)
+    _check(config)
+    return config
+
+
+def _check(config: ServerConfig) -> None:
+    source = config.source
+    if config.is_voter and config.node_id not in config.voters:
+        raise ConfigError(
+            f"{source}: node.id {config.node_id} has process.roles=controller but is not in controller.quorum.voters"
+        )
+    if not config.is_voter and config.node_id in config.voters:
+        raise ConfigError(f"{source}: node.id {config.node_id} is in controller.quorum.voters but not a controller")
+    if config.is_voter:
+        controller = config.controller_listener
+        if controller is None:
+            raise ConfigError(f"{source}: listeners: no listener named in controller.listener.names")
+        own = config.voters[config.node_id]
+        if own.port != controller.endpoint.port and controller.endpoint.port != 0:
+            raise ConfigError(
+                f"{source}: controller.quorum.voters gives {own} for node {config.node_id}, "
+                f"but its controller listener is {controller.endpoint}"
+            )
+    if config.client_listener is None:
+        raise ConfigError(f"{source}: listeners: no client listener (one not in controller.listener.names)")
+    if config["controller.quorum.fetch.timeout.ms"] <= config["controller.quorum.election.timeout.ms"] // 2:
+        raise ConfigError(f"{source}: controller.quorum.fetch.timeout.ms must exceed half the election timeout")
+
+
+def read_config(path: Path | str) -> ServerConfig:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    return load_config(parse_properties(text), str(path))

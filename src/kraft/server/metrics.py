@@ -1,0 +1,62 @@
+"""A node's metrics, in one Prometheus registry, served over HTTP.
+
+KIP-630's four snapshot metrics (kraft.raft.metrics) plus what an operator watches on a
+quorum: the high watermark, the log's end and start offsets, the epoch and the leader,
+commit latency, and the bytes moved by Fetch and FetchSnapshot.
+"""
+
+import logging
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from kraft.raft import RaftCore
+from kraft.raft.metrics import SnapshotMetrics
+
+log = logging.getLogger("kraft.server")
+
+
+class NodeMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.snapshots = SnapshotMetrics(self.registry)
+        r = self.registry
+        self.high_watermark = Gauge("kraft_high_watermark", "The high watermark this node knows", registry=r)
+        self.log_end_offset = Gauge("kraft_log_end_offset", "The end offset of this node's log", registry=r)
+        self.log_start_offset = Gauge("kraft_log_start_offset", "The start offset of this node's log", registry=r)
+        self.current_epoch = Gauge("kraft_current_epoch", "The epoch this node is in", registry=r)
+        self.current_leader = Gauge("kraft_current_leader", "The leader this node knows (-1: none)", registry=r)
+        self.commit_latency_ms = Histogram(
+            "kraft_commit_latency_ms",
+            "From an operation's append on the leader to its commit",
+            registry=r,
+            buckets=(0.5, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 5000),
+        )
+        self.fetch_bytes = Counter("kraft_fetch_bytes", "Record bytes served in Fetch responses", registry=r)
+        self.snapshot_bytes_served = Counter(
+            "kraft_fetch_snapshot_bytes_served", "Snapshot bytes served in FetchSnapshot responses", registry=r
+        )
+        self.snapshot_bytes_fetched = Counter(
+            "kraft_fetch_snapshot_bytes_fetched", "Snapshot bytes received in FetchSnapshot responses", registry=r
+        )
+        self.port: int | None = None
+        self._server: Any = None
+
+    def update(self, core: RaftCore) -> None:
+        self.high_watermark.set(core.high_watermark if core.high_watermark is not None else -1)
+        self.log_end_offset.set(core.log.end_offset)
+        self.log_start_offset.set(core.log.start_offset)
+        self.current_epoch.set(core.epoch)
+        self.current_leader.set(core.leader_id if core.leader_id is not None else -1)
+
+    def serve(self, host: str, port: int) -> int:
+        """Starts the HTTP endpoint (a daemon thread); returns the port it listens on."""
+        server, _thread = start_http_server(port, host, registry=self.registry)
+        self._server = server
+        self.port = server.server_address[1]
+        return self.port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()

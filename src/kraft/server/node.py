@@ -1,0 +1,341 @@
+"""One kraft node: the Raft core driven by asyncio, on Kafka's wire protocol.
+
+The node owns the clock, the sockets and the disk; the core decides. Every event (a
+request, a response, a finished fsync, a timer) becomes one `step` of the core, after
+which the node sends what the core's outbox holds, starts an fsync in a worker thread if
+the log has unflushed appends (group commit: appends go on while it runs), starts a
+snapshot job in a worker thread if one is due, and re-arms the timer for the core's next
+deadline.
+
+Two listeners: the controller listener (controller.listener.names) serves the Raft RPCs
+to peers; the client listener serves Kafka clients (kraft.server.client_api).
+"""
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from random import Random
+from typing import Any
+
+from kraft.controller import QuorumController, SnapshotJob
+from kraft.protocol import KafkaServer
+from kraft.raft import InvariantViolation, RaftConfig, RaftCore, Reply, Send
+from kraft.raft import messages as m
+from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.server.config import ServerConfig
+from kraft.server.metrics import NodeMetrics
+from kraft.server.peers import Peers
+from kraft.storage import FileLog, FileQuorumStateStore, FileSnapshotStore
+
+log = logging.getLogger("kraft.server")
+
+META_PROPERTIES = "meta.properties"
+PARTITION_DIR = "__cluster_metadata-0"
+
+# The Raft RPCs, as the core speaks them: (api key, version).
+RAFT_APIS = {
+    "Vote": (52, 0),
+    "BeginQuorumEpoch": (53, 0),
+    "EndQuorumEpoch": (54, 0),
+    "Fetch": (1, 13),
+    "FetchSnapshot": (59, 0),
+    "DescribeQuorum": (55, 1),
+}
+
+
+class StorageNotFormattedError(Exception):
+    pass
+
+
+def format_storage(log_dir: Path, cluster_id: str, node_id: int) -> None:
+    """`kafka-storage format`: writes meta.properties (once; a formatted dir is left alone
+    if it matches, and refused if it does not)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / META_PROPERTIES
+    if path.exists():
+        found = read_meta_properties(log_dir)
+        if found != (cluster_id, node_id):
+            raise StorageNotFormattedError(
+                f"{path} is already formatted for cluster {found[0]} node {found[1]}, not {cluster_id} node {node_id}"
+            )
+        return
+    path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
+
+
+def read_meta_properties(log_dir: Path) -> tuple[str, int]:
+    path = log_dir / META_PROPERTIES
+    try:
+        entries = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+        return entries["cluster.id"], int(entries["node.id"])
+    except FileNotFoundError:
+        raise StorageNotFormattedError(f"{log_dir} is not formatted: run `kraft storage format`") from None
+    except (KeyError, ValueError) as e:
+        raise StorageNotFormattedError(f"{path} is not a meta.properties file ({e})") from None
+
+
+def random_cluster_id() -> str:
+    """Kafka's cluster ids are 16 random bytes in URL-safe base64, 22 characters."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class KraftNode:
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        cluster_id, node_id = read_meta_properties(config.log_dir)
+        if node_id != config.node_id:
+            raise StorageNotFormattedError(
+                f"{config.log_dir} belongs to node {node_id}, but node.id is {config.node_id}"
+            )
+        self.cluster_id = cluster_id
+        self.metrics = NodeMetrics()
+        self.controller = QuorumController(
+            SnapshotPolicy(
+                config["metadata.log.max.record.bytes.between.snapshots"],
+                config["metadata.snapshot.min.changed_records.ratio"],
+                config["metadata.log.max.snapshot.interval.ms"],
+            )
+        )
+        self.core: RaftCore | None = None
+        self.stopping = False
+        self.failure: BaseException | None = None
+        self._replies: dict[int, asyncio.Future] = {}
+        self._next_handle = 0
+        self._flushing = False
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+        self._step_listeners: list[Callable[[RaftCore], None]] = []
+        self.raft_server: KafkaServer | None = None
+        self.client_server: KafkaServer | None = None
+        self.raft_address: tuple[str, int] | None = None
+        self.client_address: tuple[str, int] | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def raft_config(self) -> RaftConfig:
+        c = self.config
+        return RaftConfig(
+            node_id=c.node_id,
+            voters=tuple(sorted(c.voters)),
+            cluster_id=self.cluster_id,
+            election_timeout_ms=c["controller.quorum.election.timeout.ms"],
+            election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],
+            fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
+            request_timeout_ms=c["controller.quorum.request.timeout.ms"],
+            retry_backoff_ms=c["controller.quorum.retry.backoff.ms"],
+            append_linger_ms=c["controller.quorum.append.linger.ms"],
+            snapshot_response_max_bytes=c["replica.fetch.response.max.bytes"],
+            snapshot_partition_max_bytes=c["replica.fetch.snapshot.max.bytes"],
+            start_offset_lag_time_max_ms=c["metadata.start.offset.lag.time.max.ms"],
+            max_retention_bytes=c["metadata.max.retention.bytes"],
+            max_retention_ms=c["metadata.max.retention.ms"],
+        )
+
+    async def start(self) -> None:
+        c = self.config
+        directory = c.log_dir / PARTITION_DIR
+        self.log = FileLog(directory, segment_bytes=c["metadata.log.segment.bytes"], segment_ms=c["metadata.log.segment.ms"])
+        self.snapshots = FileSnapshotStore(directory)
+        self.store = FileQuorumStateStore(directory)
+        self.core = RaftCore(
+            self.raft_config(), self.log, self.store, Random(), self.now(), self.controller, self.snapshots,
+            self.metrics.snapshots,
+        )
+        self.controller.core = self.core
+        self.peers = Peers(
+            {n: ep for n, ep in c.voters.items() if n != self.node_id},
+            f"kraft-node-{self.node_id}",
+            c["controller.quorum.request.timeout.ms"],
+        )
+        max_frame = c["socket.request.max.bytes"]
+        if c.is_voter:
+            self.raft_server = KafkaServer(max_frame_bytes=max_frame, name=f"node {self.node_id} controller listener")
+            for key, version in RAFT_APIS.values():
+                self.raft_server.register(key, version, version, self.handle_raft_request)
+            listener = c.controller_listener
+            assert listener is not None
+            self.raft_address = await self.raft_server.start(listener.endpoint.host, listener.endpoint.port)
+        from kraft.server.client_api import ClientApi
+
+        self.client_api = ClientApi(self)
+        self.client_server = KafkaServer(max_frame_bytes=max_frame, name=f"node {self.node_id} client listener")
+        self.client_api.register(self.client_server)
+        if self.raft_server is not None:
+            self.client_api.register_controller_apis(self.raft_server)
+        client = c.client_listener
+        assert client is not None
+        self.client_address = await self.client_server.start(client.endpoint.host, client.endpoint.port)
+        if c["kraft.metrics.port"] >= 0:
+            self.metrics.serve(c["kraft.metrics.host"], c["kraft.metrics.port"])
+        self._spawn(self._timer())
+        self.client_api.start()
+        self.step(lambda core, now: core.tick(now))
+        log.info(
+            "node %d started: cluster %s, voters %s, log %s, controller listener %s, client listener %s, metrics port %s",
+            self.node_id, self.cluster_id, sorted(c.voters), directory, self.raft_address, self.client_address,
+            self.metrics.port,
+        )
+
+    async def stop(self, graceful: bool = True) -> None:
+        """Stops; a leader first resigns (EndQuorumEpoch) so a successor is elected at once."""
+        core = self.core
+        if graceful and core is not None and core.is_leader and self.failure is None:
+            self.step(lambda c, now: c.resign(now))
+            await self.peers.drain(timeout=1.0)  # the EndQuorumEpoch requests reach the others
+        self.stopping = True
+        self.client_api.stop()
+        for server in (self.raft_server, self.client_server):
+            if server is not None:
+                await server.close()
+        await self.peers.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for future in self._replies.values():
+            future.cancel()
+        self.log.close()
+        self.metrics.close()
+        log.info("node %d stopped", self.node_id)
+
+    def _spawn(self, coroutine: Any) -> asyncio.Task:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # ---------------------------------------------------------------- driving the core
+
+    @staticmethod
+    def now() -> int:
+        return int(time.time() * 1000)
+
+    def on_step(self, listener: Callable[[RaftCore], None]) -> None:
+        """Called after every step (the client API answers waiting reads from it)."""
+        self._step_listeners.append(listener)
+
+    def step(self, action: Callable[[RaftCore, int], None]) -> None:
+        core = self.core
+        if core is None or self.stopping or self.failure is not None:
+            return
+        try:
+            action(core, self.now())
+        except InvariantViolation as e:
+            self._fail(e)
+            return
+        self._after_step(core)
+
+    def _fail(self, error: BaseException) -> None:
+        log.critical("node %d stops: %s", self.node_id, error)
+        self.failure = error
+        for future in self._replies.values():
+            if not future.done():
+                future.set_exception(error)
+
+    def _after_step(self, core: RaftCore) -> None:
+        for message in core.poll_outbox():
+            if isinstance(message, Send):
+                self._send(message)
+            else:
+                self._reply(message)
+        if core.wants_flush and not self._flushing:
+            self._flushing = True
+            self._spawn(self._flush())
+        job = self.controller.start_snapshot(self.now())
+        if job is not None:
+            self._spawn(self._snapshot(job))
+        self.metrics.update(core)
+        for listener in self._step_listeners:
+            listener(core)
+        self._wake.set()
+
+    def _send(self, send: Send) -> None:
+        request_id = send.request_id
+        extra = 0
+        if isinstance(send.request, m.FetchRequest):
+            extra = int(send.request.max_wait.total_seconds() * 1000)
+
+        def on_response(response: Any) -> None:
+            if isinstance(response, m.FetchSnapshotResponse):
+                for topic in response.topics:
+                    for p in topic.partitions:
+                        self.metrics.snapshot_bytes_fetched.inc(len(p.unaligned_records or b""))
+            self.step(lambda core, now: core.handle_response(request_id, response, now))
+
+        self.peers.send(
+            send.destination,
+            send.request,
+            on_response,
+            lambda: self.step(lambda core, now: core.handle_send_failure(request_id, now)),
+            extra,
+        )
+
+    def _reply(self, reply: Reply) -> None:
+        future = self._replies.pop(reply.handle, None)
+        if future is None or future.done():
+            return
+        response = reply.response
+        if isinstance(response, m.FetchResponse):
+            for topic in response.responses:
+                for p in topic.partitions:
+                    self.metrics.fetch_bytes.inc(len(p.records) if p.records is not None else 0)
+        elif isinstance(response, m.FetchSnapshotResponse):
+            for topic in response.topics:
+                for p in topic.partitions:
+                    self.metrics.snapshot_bytes_served.inc(len(p.unaligned_records or b""))
+        future.set_result(response)
+
+    async def handle_raft_request(self, header: Any, request: Any) -> Any:
+        """A peer's Raft RPC: into the core; the answer may come later (a parked Fetch)."""
+        if self.failure is not None:
+            raise ConnectionError(f"node {self.node_id} has stopped: {self.failure}")
+        self._next_handle += 1
+        handle = self._next_handle
+        future = asyncio.get_running_loop().create_future()
+        self._replies[handle] = future
+        self.step(lambda core, now: core.handle_request(handle, request, now))
+        try:
+            return await future
+        finally:
+            self._replies.pop(handle, None)
+
+    async def _timer(self) -> None:
+        while not self.stopping:
+            core = self.core
+            assert core is not None
+            delay = max(0.0, (core.next_deadline() - self.now()) / 1000)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=min(delay, 1.0))
+            except asyncio.TimeoutError:
+                pass
+            if core.next_deadline() <= self.now():
+                self.step(lambda c, now: c.tick(now))
+
+    async def _flush(self) -> None:
+        """Group commit: one fsync, in a worker thread, for every append made before it began."""
+        try:
+            while self.core is not None and self.core.wants_flush and not self.stopping:
+                await asyncio.to_thread(self.log.flush)
+                self.step(lambda core, now: core.handle_flush(now))
+        finally:
+            self._flushing = False
+
+    async def _snapshot(self, job: SnapshotJob) -> None:
+        started = time.monotonic()
+        try:
+            await asyncio.to_thread(job.run)
+        except Exception as e:  # a failed snapshot is logged and retried later, never fatal
+            self.controller.finish_snapshot(job, e)
+            return
+        self.controller.finish_snapshot(job)
+        log.info(
+            "node %d wrote snapshot %d-%d in %.0f ms (%s)",
+            self.node_id, job.writer.snapshot_id.end_offset, job.writer.snapshot_id.epoch,
+            (time.monotonic() - started) * 1000, job.reason,
+        )
+        self.step(lambda core, now: core.tick(now))

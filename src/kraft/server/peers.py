@@ -1,0 +1,112 @@
+"""Outbound connections to the other voters, for the core's requests.
+
+One connection per peer, made on first use and made again after it breaks, with an
+exponential backoff between attempts (reconnect.backoff.ms 50 to reconnect.backoff.max.ms
+1000, Kafka's defaults). A request that cannot be sent, or whose connection breaks, is
+reported to the core as a send failure; the core decides when to try again.
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kraft.protocol.connection import KafkaConnection
+from kraft.server.config import Endpoint
+
+log = logging.getLogger("kraft.server.peers")
+
+RECONNECT_BACKOFF_MS = 50
+RECONNECT_BACKOFF_MAX_MS = 1000
+
+
+class Peer:
+    def __init__(self, node_id: int, endpoint: Endpoint, client_id: str) -> None:
+        self.node_id = node_id
+        self.endpoint = endpoint
+        self.client_id = client_id
+        self.connection: KafkaConnection | None = None
+        self._connecting: asyncio.Task | None = None
+        self._failures = 0
+        self._next_attempt = 0.0
+
+    async def connected(self) -> KafkaConnection:
+        if self.connection is not None and not self.connection.closed:
+            return self.connection
+        if self._connecting is None:
+            self._connecting = asyncio.create_task(self._connect())
+        try:
+            return await asyncio.shield(self._connecting)
+        finally:
+            if self._connecting is not None and self._connecting.done():
+                self._connecting = None
+
+    async def _connect(self) -> KafkaConnection:
+        wait = self._next_attempt - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        try:
+            self.connection = await KafkaConnection.connect(
+                self.endpoint.host, self.endpoint.port, client_id=self.client_id, timeout=2.0
+            )
+        except (OSError, asyncio.TimeoutError) as e:
+            self._failures += 1
+            backoff = min(RECONNECT_BACKOFF_MAX_MS, RECONNECT_BACKOFF_MS * 2 ** (self._failures - 1)) / 1000
+            self._next_attempt = time.monotonic() + backoff
+            if self._failures in (1, 10) or self._failures % 100 == 0:
+                log.info("cannot reach node %d at %s (%s); retrying", self.node_id, self.endpoint, e)
+            raise ConnectionError(f"node {self.node_id} at {self.endpoint}: {e}") from None
+        if self._failures:
+            log.info("connected to node %d at %s", self.node_id, self.endpoint)
+        self._failures = 0
+        return self.connection
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+
+
+class Peers:
+    def __init__(self, endpoints: dict[int, Endpoint], client_id: str, request_timeout_ms: int) -> None:
+        self._peers = {node: Peer(node, ep, client_id) for node, ep in endpoints.items()}
+        self.request_timeout_s = request_timeout_ms / 1000
+        self._tasks: set[asyncio.Task] = set()
+
+    def send(
+        self,
+        destination: int,
+        request: Any,
+        on_response: Callable[[Any], None],
+        on_failure: Callable[[], None],
+        extra_timeout_ms: int = 0,
+    ) -> None:
+        peer = self._peers.get(destination)
+        if peer is None:
+            log.error("no endpoint for node %d; is it in controller.quorum.voters?", destination)
+            asyncio.get_running_loop().call_soon(on_failure)
+            return
+        task = asyncio.create_task(self._send(peer, request, on_response, on_failure, extra_timeout_ms))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, peer: Peer, request: Any, on_response, on_failure, extra_timeout_ms: int) -> None:
+        try:
+            connection = await peer.connected()
+            response = await connection.request(request, self.request_timeout_s + extra_timeout_ms / 1000)
+        except (ConnectionError, OSError, asyncio.TimeoutError):
+            on_failure()
+            return
+        on_response(response)
+
+    async def drain(self, timeout: float) -> None:
+        """Waits (up to `timeout`) for the requests under way to be answered or to fail."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for peer in self._peers.values():
+            peer.close()

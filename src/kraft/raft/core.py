@@ -139,6 +139,7 @@ class RaftCore:
         self._end_quorum_acked: set[int] = set()
         self._successors: tuple[int, ...] = ()
         self._notified: LeaderAndEpoch | None = None
+        self._foreign_clusters: set[object] = set()  # cluster ids refused, and peers refusing us (logged once)
         # Snapshots (KIP-630).
         self._known_snapshots: list[SnapshotId] = []
         self._snapshot_info: dict[SnapshotId, tuple[int, int, int]] = {}  # frozen_ms, size, last log timestamp
@@ -622,7 +623,27 @@ class RaftCore:
 
     def _cluster_ok(self, request: Any) -> bool:
         theirs = getattr(request, "cluster_id", None)
-        return theirs is None or self.config.cluster_id is None or theirs == self.config.cluster_id
+        if theirs is None or self.config.cluster_id is None or theirs == self.config.cluster_id:
+            return True
+        if theirs not in self._foreign_clusters:
+            self._foreign_clusters.add(theirs)
+            log.error(
+                "node %d: refusing %s from cluster %s: this is cluster %s (INCONSISTENT_CLUSTER_ID)",
+                self.node_id, type(request).__name__, theirs, self.config.cluster_id,
+            )
+        return False
+
+    def _refused_as_foreign(self, source: int, response: Any) -> bool:
+        """A peer answered INCONSISTENT_CLUSTER_ID: say so once; it will never accept us."""
+        if response.error_code != ErrorCode.inconsistent_cluster_id:
+            return False
+        if source not in self._foreign_clusters:
+            self._foreign_clusters.add(source)
+            log.error(
+                "node %d: node %d refuses our requests with INCONSISTENT_CLUSTER_ID: this node's cluster id %s "
+                "is not the cluster's (check meta.properties)", self.node_id, source, self.config.cluster_id,
+            )
+        return True
 
     def _leader_field(self) -> int:
         return self.leader_id if self.leader_id is not None else NO_LEADER
@@ -873,6 +894,7 @@ class RaftCore:
 
     def _on_vote_response(self, source: int, response: Any, now: int) -> None:
         p = m.partition_of(response)
+        self._refused_as_foreign(source, response)
         if response.error_code != ErrorCode.none or p is None:
             self._retry_at[source] = now + self.config.retry_backoff_ms
             return
@@ -891,6 +913,7 @@ class RaftCore:
 
     def _on_begin_quorum_response(self, source: int, response: Any, now: int) -> None:
         p = m.partition_of(response)
+        self._refused_as_foreign(source, response)
         if response.error_code != ErrorCode.none or p is None:
             self._retry_at[source] = now + self.config.retry_backoff_ms
             return
@@ -914,7 +937,8 @@ class RaftCore:
     def _on_fetch_response(self, source: int, response: Any, now: int) -> None:
         p = m.partition_of(response)
         if response.error_code != ErrorCode.none or p is None:
-            log.warning("node %d: fetch from %d failed: %s", self.node_id, source, response.error_code.name)
+            if not self._refused_as_foreign(source, response):
+                log.warning("node %d: fetch from %d failed: %s", self.node_id, source, response.error_code.name)
             self._retry_at[source] = now + self.config.retry_backoff_ms
             return
         leader = p.current_leader

@@ -1,11 +1,15 @@
 """The client listener: what Kafka clients and kraft's tools ask a node.
 
-DescribeQuorum is answered by the core (the leader knows every replica's state).
+DescribeQuorum is answered by the core (the leader knows every replica's state); the admin
+requests by the active controller (admin.py); this node's own broker registration and
+heartbeats run from broker.py.
 """
 
 from typing import TYPE_CHECKING, Any
 
 from kraft.protocol import KafkaServer
+from kraft.server.admin import AdminApi
+from kraft.server.broker import BrokerLifecycle
 
 if TYPE_CHECKING:
     from kraft.server.node import KraftNode
@@ -14,18 +18,26 @@ if TYPE_CHECKING:
 class ClientApi:
     def __init__(self, node: "KraftNode") -> None:
         self.node = node
+        self.admin = AdminApi(node)
+        self.broker = BrokerLifecycle(node) if node.config.is_broker else None
 
     def register(self, server: KafkaServer) -> None:
         server.register(55, 1, 1, self.describe_quorum)
+        self.admin.register(server)
 
     def register_controller_apis(self, server: KafkaServer) -> None:
         """APIs a broker sends to the controller listener (registration, heartbeats)."""
+        self.admin.register_broker_apis(server)
 
     def start(self) -> None:
-        pass
+        self.admin.start()
+        if self.broker is not None:
+            self.broker.start()
 
-    def stop(self) -> None:
-        pass
+    async def stop(self) -> None:
+        self.admin.stop()
+        if self.broker is not None:
+            await self.broker.stop()
 
     async def describe_quorum(self, header: Any, request: Any) -> Any:
         return await self.node.handle_raft_request(header, request)

@@ -187,8 +187,8 @@ class KraftNode:
         if graceful and core is not None and core.is_leader and self.failure is None:
             self.step(lambda c, now: c.resign(now))
             await self.peers.drain(timeout=1.0)  # the EndQuorumEpoch requests reach the others
+        await self.client_api.stop()
         self.stopping = True
-        self.client_api.stop()
         for server in (self.raft_server, self.client_server):
             if server is not None:
                 await server.close()

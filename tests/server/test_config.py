@@ -1,0 +1,72 @@
+"""server.properties: Kafka's names and defaults; unknown keys and bad values stop start-up."""
+
+import subprocess
+import sys
+
+import pytest
+
+from kraft.server.config import SCHEMA, ConfigError, load_config, parse_properties
+
+BASE = {
+    "node.id": "1",
+    "process.roles": "broker,controller",
+    "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097",
+    "listeners": "CONTROLLER://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
+    "metadata.log.dir": "/tmp/x",
+}
+
+
+def test_defaults_are_kafkas():
+    config = load_config(BASE)
+    assert config["metadata.log.max.record.bytes.between.snapshots"] == 20 * 1024 * 1024
+    assert config["metadata.snapshot.min.changed_records.ratio"] == 0.5
+    assert config["metadata.log.max.snapshot.interval.ms"] == 3600 * 1000
+    assert config["metadata.max.retention.bytes"] == 100 * 1024 * 1024
+    assert config["metadata.max.retention.ms"] == 7 * 24 * 3600 * 1000
+    assert config["controller.quorum.election.timeout.ms"] == 1000
+    assert config["controller.quorum.fetch.timeout.ms"] == 2000
+    assert config.voters[2].port == 9095 and config.is_voter and config.is_broker
+    assert config.controller_listener.endpoint.port == 9093 and config.client_listener.endpoint.port == 9092
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"metadata.log.segmnet.bytes": "1"}, "unknown configuration key 'metadata.log.segmnet.bytes'"),
+        ({"controller.quorum.election.timeout.ms": "soon"}, "controller.quorum.election.timeout.ms: 'soon' is not"),
+        ({"metadata.snapshot.min.changed_records.ratio": "1.5"}, "metadata.snapshot.min.changed_records.ratio"),
+        ({"controller.quorum.voters": "1@host"}, "controller.quorum.voters: 'host' is not host:port"),
+        ({"process.roles": "leader"}, "process.roles"),
+        ({"node.id": "7"}, "node.id 7 has process.roles=controller but is not in controller.quorum.voters"),
+        ({"listeners": "PLAINTEXT://127.0.0.1:9092"}, "no listener named in controller.listener.names"),
+        ({"metadata.log.dir": None}, "required configuration key 'metadata.log.dir' is missing"),
+    ],
+)
+def test_bad_configs_are_refused_naming_the_key(change, message):
+    entries = {k: v for k, v in {**BASE, **change}.items() if v is not None}
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_config(entries, "server.properties")
+
+
+def test_properties_syntax():
+    text = "# a comment\n! another\nnode.id = 3\nlisteners: PLAINTEXT://h:1,\\\n  CONTROLLER://h:2\n\nempty=\n"
+    assert parse_properties(text) == {"node.id": "3", "listeners": "PLAINTEXT://h:1,CONTROLLER://h:2", "empty": ""}
+
+
+def test_every_documented_key_is_in_the_schema():
+    for key in ("metadata.log.segment.bytes", "controller.quorum.election.backoff.max.ms",
+                "metadata.start.offset.lag.time.max.ms", "replica.fetch.response.max.bytes",
+                "replica.fetch.snapshot.max.bytes"):
+        assert key in SCHEMA
+
+
+def test_server_start_stops_with_a_message_naming_the_key(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in {**BASE, "metadata.log.dir": str(tmp_path), "bogus.key": "1"}.items()))
+    out = subprocess.run([sys.executable, "-m", "kraft.cli", "server", "start", str(path)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1 and "unknown configuration key 'bogus.key'" in out.stderr
+    path.write_text("".join(f"{k}={v}\n" for k, v in {**BASE, "metadata.log.dir": str(tmp_path)}.items()))
+    out = subprocess.run([sys.executable, "-m", "kraft.cli", "server", "start", str(path)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1 and "is not formatted" in out.stderr

@@ -67,6 +67,12 @@ def _cluster(args: argparse.Namespace) -> int:
     return cluster_up(args.dir, args.voters, args.observers)
 
 
+def _metadata_quorum(args: argparse.Namespace) -> int:
+    from kraft.cli.quorum_cmd import metadata_quorum
+
+    return metadata_quorum(args.bootstrap_server, args.status, args.replication)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kraft", description="Kafka's KRaft replicated log in Python.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -105,6 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--observers", type=int, default=1)
     up.add_argument("--dir", required=True, help="where the nodes keep configs, data and logs")
     up.set_defaults(func=_cluster)
+
+    quorum = sub.add_parser("metadata-quorum", help="describe the quorum (like kafka-metadata-quorum)")
+    quorum.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT...] of client listeners")
+    quorum_sub = quorum.add_subparsers(dest="action", required=True)
+    describe = quorum_sub.add_parser("describe")
+    which = describe.add_mutually_exclusive_group(required=True)
+    which.add_argument("--status", action="store_true")
+    which.add_argument("--replication", action="store_true")
+    describe.set_defaults(func=_metadata_quorum)
 
     demo = sub.add_parser("demo", help="show the system doing its work end to end")
     demo.add_argument("--dir", default="demo-data", help="where the demo writes its files")

@@ -38,7 +38,8 @@ API_VERSIONS = 18
 _CORRELATION_ID = struct.Struct(">i")
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
-"""async (request_header, request) -> response entity of the request's version."""
+"""async (request_header, request) -> response entity of the request's version, or None
+when the client expects no answer (Produce with acks=0)."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,8 @@ class KafkaServer:
             )
         header, request = decode_request(body)
         response = await endpoint.handler(header, request)
+        if response is None:
+            return []
         return encode_response_segments(header.correlation_id, response)
 
     def _unsupported_api_versions(self) -> Any:

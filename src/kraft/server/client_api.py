@@ -1,8 +1,8 @@
 """The client listener: what Kafka clients and kraft's tools ask a node.
 
 DescribeQuorum is answered by the core (the leader knows every replica's state); the admin
-requests by the active controller (admin.py); this node's own broker registration and
-heartbeats run from broker.py.
+requests by the active controller (admin.py); consumers' reads of the metadata log by
+client_reads.py; this node's own broker registration and heartbeats run from broker.py.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kraft.protocol import KafkaServer
 from kraft.server.admin import AdminApi
 from kraft.server.broker import BrokerLifecycle
+from kraft.server.client_reads import ClientReads
 
 if TYPE_CHECKING:
     from kraft.server.node import KraftNode
@@ -19,11 +20,13 @@ class ClientApi:
     def __init__(self, node: "KraftNode") -> None:
         self.node = node
         self.admin = AdminApi(node)
+        self.reads = ClientReads(node)
         self.broker = BrokerLifecycle(node) if node.config.is_broker else None
 
     def register(self, server: KafkaServer) -> None:
         server.register(55, 1, 1, self.describe_quorum)
         self.admin.register(server)
+        self.reads.register(server)
 
     def register_controller_apis(self, server: KafkaServer) -> None:
         """APIs a broker sends to the controller listener (registration, heartbeats)."""

@@ -8,7 +8,7 @@ commit latency, and the bytes moved by Fetch and FetchSnapshot.
 import logging
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
 
 from kraft.raft import RaftCore
 from kraft.raft.metrics import SnapshotMetrics
@@ -39,6 +39,13 @@ class NodeMetrics:
         self.snapshot_bytes_fetched = Counter(
             "kraft_fetch_snapshot_bytes_fetched", "Snapshot bytes received in FetchSnapshot responses", registry=r
         )
+        self.latest_snapshot_end_offset = Gauge(
+            "kraft_latest_snapshot_end_offset", "End offset of the latest snapshot (-1: none)", registry=r
+        )
+        self.latest_snapshot_epoch = Gauge("kraft_latest_snapshot_epoch", "Epoch of the latest snapshot", registry=r)
+        self.image = Info(
+            "kraft_metadata_image", "The metadata image: the offset it reflects and a digest of its content", registry=r
+        )
         self.port: int | None = None
         self._server: Any = None
 
@@ -48,6 +55,9 @@ class NodeMetrics:
         self.log_start_offset.set(core.log.start_offset)
         self.current_epoch.set(core.epoch)
         self.current_leader.set(core.leader_id if core.leader_id is not None else -1)
+        latest = core.snapshots.latest()
+        self.latest_snapshot_end_offset.set(latest.end_offset if latest is not None else -1)
+        self.latest_snapshot_epoch.set(latest.epoch if latest is not None else -1)
 
     def serve(self, host: str, port: int) -> int:
         """Starts the HTTP endpoint (a daemon thread); returns the port it listens on."""

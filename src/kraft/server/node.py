@@ -107,6 +107,7 @@ class KraftNode:
         self._replies: dict[int, asyncio.Future] = {}
         self._next_handle = 0
         self._flushing = False
+        self._flush_task: asyncio.Task | None = None
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
         self._step_listeners: list[Callable[[RaftCore], None]] = []
@@ -173,6 +174,7 @@ class KraftNode:
         if c["kraft.metrics.port"] >= 0:
             self.metrics.serve(c["kraft.metrics.host"], c["kraft.metrics.port"])
         self._spawn(self._timer())
+        self._spawn(self._publish_image())
         self.client_api.start()
         self.step(lambda core, now: core.tick(now))
         log.info(
@@ -184,11 +186,14 @@ class KraftNode:
     async def stop(self, graceful: bool = True) -> None:
         """Stops; a leader first resigns (EndQuorumEpoch) so a successor is elected at once."""
         core = self.core
+        # The broker's shutdown heartbeat first: it needs a leader, and this node may be it.
+        await self.client_api.stop()
         if graceful and core is not None and core.is_leader and self.failure is None:
             self.step(lambda c, now: c.resign(now))
             await self.peers.drain(timeout=1.0)  # the EndQuorumEpoch requests reach the others
-        await self.client_api.stop()
         self.stopping = True
+        if self._flush_task is not None:
+            await asyncio.gather(self._flush_task, return_exceptions=True)  # never close under a running fsync
         for server in (self.raft_server, self.client_server):
             if server is not None:
                 await server.close()
@@ -244,7 +249,7 @@ class KraftNode:
                 self._reply(message)
         if core.wants_flush and not self._flushing:
             self._flushing = True
-            self._spawn(self._flush())
+            self._flush_task = asyncio.create_task(self._flush())
         job = self.controller.start_snapshot(self.now())
         if job is not None:
             self._spawn(self._snapshot(job))
@@ -315,6 +320,18 @@ class KraftNode:
                 pass
             if core.next_deadline() <= self.now():
                 self.step(lambda c, now: c.tick(now))
+
+    async def _publish_image(self) -> None:
+        """The image's digest on the metrics endpoint, so nodes can be compared from outside.
+        Hashing a large image takes a while: a worker thread does it, at most once a second."""
+        published = None
+        while not self.stopping:
+            image = self.controller.cache.image
+            if image.offset != published:
+                digest = await asyncio.to_thread(image.digest)
+                self.metrics.image.info({"offset": str(image.offset), "digest": digest})
+                published = image.offset
+            await asyncio.sleep(1.0)
 
     async def _flush(self) -> None:
         """Group commit: one fsync, in a worker thread, for every append made before it began."""

@@ -21,6 +21,7 @@ new appends. A flush that races a truncation does not advance `last_flushed_offs
 import logging
 import os
 import re
+import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable
@@ -82,6 +83,7 @@ class FileLog(ReplicatedLog):
         self._recovery_point = 0
         self._recovery_point_written_ms = 0
         self._generation = 0
+        self._flush_lock = threading.Lock()  # one flush at a time, and close() waits for it
         super().__init__(LeaderEpochCache(self.directory / EPOCH_CHECKPOINT), max_batch_bytes)
         self._recover()
 
@@ -119,6 +121,8 @@ class FileLog(ReplicatedLog):
         for leftover in self.directory.iterdir():
             if leftover.suffix in _LEFTOVERS:
                 leftover.unlink()
+        for leftover in self.directory.parent.glob("*-checkpoint.*.tmp"):  # an interrupted checkpoint write
+            leftover.unlink(missing_ok=True)
         self._start_offset = self._read_offset(LOG_START_CHECKPOINT) or 0
         self._recovery_point = self._read_offset(RECOVERY_POINT_CHECKPOINT) or 0
         try:
@@ -267,14 +271,15 @@ class FileLog(ReplicatedLog):
         active.append(data, headers)
 
     def flush(self) -> int:
-        generation, target = self._generation, self.end_offset
-        for segment in list(self._segments):
-            segment.flush()
-        if generation == self._generation and target > self._flushed:
-            self._flushed = target
-            if self.clock() - self._recovery_point_written_ms >= self.recovery_point_interval_ms:
-                self._write_recovery_point(target)
-        return self._flushed
+        with self._flush_lock:
+            generation, target = self._generation, self.end_offset
+            for segment in list(self._segments):
+                segment.flush()
+            if generation == self._generation and target > self._flushed:
+                self._flushed = target
+                if self.clock() - self._recovery_point_written_ms >= self.recovery_point_interval_ms:
+                    self._write_recovery_point(target)
+            return self._flushed
 
     # ---------------------------------------------------------------- truncation and retention
 
@@ -331,6 +336,7 @@ class FileLog(ReplicatedLog):
 
     def close(self) -> None:
         self.flush()
-        self._write_recovery_point(self._flushed)
-        for segment in self._segments:
-            segment.close()
+        with self._flush_lock:
+            self._write_recovery_point(self._flushed)
+            for segment in self._segments:
+                segment.close()

@@ -1,0 +1,544 @@
+"""The client listener's read side: Kafka consumers read the metadata log.
+
+The Raft log is partition 0 of topic `__cluster_metadata` (topic id 1, Kafka's), and any
+Kafka consumer can read it from offset 0 to the high watermark:
+
+- Metadata names its leader (the Raft leader), leader epoch, replicas and ISR (the voters),
+  next to the topics of the metadata image, which exist here as metadata only: no node
+  stores data for them, so Fetch and ListOffsets answer UNKNOWN_TOPIC_OR_PARTITION.
+- ListOffsets and OffsetForLeaderEpoch answer with leader epochs (KIP-320).
+- Fetch sends the log's own segment bytes (a FileRegion the server sendfile()s), never past
+  the high watermark, with DivergingEpoch when the fetcher's last epoch disagrees with the
+  log. With nothing to send it waits, up to the request's MaxWait, for the high watermark
+  or the leadership to change (woken by the node after each step of the core).
+
+Every request naming a CurrentLeaderEpoch is fenced as KIP-320 rules: older than ours is
+FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1 is not checked. Only the Raft leader
+serves reads; the others answer NOT_LEADER_OR_FOLLOWER and name the leader. Fetch reads
+the same way whatever the ReplicaId: replicas fetch from the core on the controller
+listener, and on this one every fetcher is a consumer (it never moves the high watermark).
+
+Writes are refused with a reason: Produce (registered so that ApiVersions advertises
+Produce v3+, without which librdkafka does not fetch message format v2) and DeleteRecords
+(KIP-630: the metadata log is trimmed by snapshots only). DescribeConfigs shows a topic's
+or broker's dynamic configs from the image, and `cleanup.policy=snapshot` for the log.
+"""
+
+import asyncio
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kraft.metadata.configs import BROKER_CONFIGS, CLUSTER_METADATA_CONFIGS, TOPIC_CONFIGS, ConfigDef
+from kraft.metadata.image import BrokerRegistration, ConfigResource, ConfigResourceType, MetadataImage, TopicImage
+from kraft.protocol import ErrorCode, KafkaServer
+from kraft.protocol.build import build_response
+from kraft.raft import RaftCore
+from kraft.raft.messages import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, NO_LEADER
+from kraft.records import BatchHeader, CorruptRecordError, iter_file_batches, read_batches
+from kraft.storage import FileRegion, OffsetAndEpoch
+
+if TYPE_CHECKING:
+    from kraft.server.node import KraftNode
+
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS = 21, 23, 32
+
+# ListOffsets' special timestamps.
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+NO_EPOCH = -1
+ZERO_UUID = uuid.UUID(int=0)
+READ_COMMITTED = 1
+SCAN_BYTES = 16 << 20  # bytes of batches a ListOffsets search reads per step
+_LEADERSHIP_ERRORS = (
+    ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+)
+
+# Kafka's DescribeConfigs codes: ConfigSource and ConfigType.
+_DYNAMIC_TOPIC, _DYNAMIC_BROKER, _DYNAMIC_DEFAULT_BROKER, _DEFAULT = 1, 2, 3, 5
+_CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+
+
+class _Configs(NamedTuple):
+    values: Mapping[str, str]
+    read_only: bool
+    source: int  # a ConfigSource code
+    definitions: Mapping[str, ConfigDef]
+
+
+class ClientReads:
+    def __init__(self, node: "KraftNode") -> None:
+        self.node = node
+        self._seen: tuple | None = None  # (high watermark, epoch, role) after the last step
+        self._change: asyncio.Future | None = None  # resolved when that changes
+        node.on_step(self._on_step)
+
+    def register(self, server: KafkaServer) -> None:
+        server.register(PRODUCE, 3, 13, self.produce)
+        server.register(FETCH, 4, 17, self.fetch)
+        server.register(LIST_OFFSETS, 1, 8, self.list_offsets)
+        server.register(METADATA, 0, 13, self.metadata)
+        server.register(DELETE_RECORDS, 0, 2, self.delete_records)
+        server.register(OFFSET_FOR_LEADER_EPOCH, 2, 4, self.offset_for_leader_epoch)
+        server.register(DESCRIBE_CONFIGS, 1, 4, self.describe_configs)
+
+    @property
+    def core(self) -> RaftCore:
+        core = self.node.core
+        assert core is not None, "the client listener starts after the core"
+        return core
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.node.controller.cache.image
+
+    # ---------------------------------------------------------------- waking waiting fetches
+
+    def _on_step(self, core: RaftCore) -> None:
+        seen = (core.high_watermark, core.epoch, core.role)
+        if seen != self._seen:
+            self._seen = seen
+            if self._change is not None:
+                self._change.set_result(None)
+                self._change = None
+
+    async def _wait_for_change(self, timeout: float) -> None:
+        """Returns when the high watermark or the leadership changes, or after `timeout` s."""
+        if self._change is None:
+            self._change = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._change), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    # ---------------------------------------------------------------- where a partition lives
+
+    @staticmethod
+    def _is_log(name: str | None, topic_id: uuid.UUID | None) -> bool:
+        return name == METADATA_TOPIC if name is not None else topic_id == METADATA_TOPIC_ID
+
+    def _unknown(self, name: str | None, topic_id: uuid.UUID | None) -> ErrorCode:
+        """NONE if the topic exists (the log, or a topic of the image), else the error saying
+        it does not: by name UNKNOWN_TOPIC_OR_PARTITION, by id UNKNOWN_TOPIC_ID."""
+        if self._is_log(name, topic_id):
+            return ErrorCode.none
+        if name is not None:
+            return ErrorCode.none if self.image.topic(name) is not None else ErrorCode.unknown_topic_or_partition
+        known = topic_id is not None and topic_id.bytes in self.image.topics_by_id
+        return ErrorCode.none if known else ErrorCode.unknown_topic_id
+
+    def _locate(self, partition: int, name: str | None, topic_id: uuid.UUID | None = None) -> ErrorCode:
+        """NONE for __cluster_metadata-0, the one partition whose data is here; else why not."""
+        if self._is_log(name, topic_id):
+            return ErrorCode.none if partition == METADATA_PARTITION else ErrorCode.unknown_topic_or_partition
+        return self._unknown(name, topic_id) or ErrorCode.unknown_topic_or_partition
+
+    def _fence(self, current_leader_epoch: int = NO_EPOCH) -> ErrorCode:
+        """KIP-320: a read must reach the leader of the epoch the client knows (-1: any)."""
+        core = self.core
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < core.epoch:
+                return ErrorCode.fenced_leader_epoch
+            if current_leader_epoch > core.epoch:
+                return ErrorCode.unknown_leader_epoch
+        return ErrorCode.none if core.is_leader else ErrorCode.not_leader_or_follower
+
+    def _serve(self, partition: int, name: str | None, topic_id: uuid.UUID | None,
+               current_leader_epoch: int = NO_EPOCH) -> ErrorCode:
+        return self._locate(partition, name, topic_id) or self._fence(current_leader_epoch)
+
+    def _leader_and_epoch(self) -> dict[str, int]:
+        core = self.core
+        return {"leader_id": core.leader_id if core.leader_id is not None else NO_LEADER, "leader_epoch": core.epoch}
+
+    # ---------------------------------------------------------------- epochs of offsets
+
+    def _epoch_before(self, offset: int) -> int:
+        """The epoch of the record before `offset`: from the log, or from the snapshot ending
+        at `offset` when the log starts there; -1 when there is none."""
+        epoch = self.node.log.epoch_for_offset(offset - 1)
+        if epoch is not None:
+            return epoch
+        return next((s.epoch for s in self.node.snapshots.list() if s.end_offset == offset), NO_EPOCH)
+
+    def _end_of_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """The largest epoch <= `epoch` in the log and the offset where it ends (KIP-320's
+        OffsetForLeaderEpoch answer; -1, -1 if the log cannot tell). A log emptied by a
+        snapshot holds the snapshot's history: it ends at the log's end, in the snapshot's
+        epoch (or the one asked, if older)."""
+        log = self.node.log
+        found = log.end_offset_for_epoch(epoch)
+        if found.epoch >= 0 or epoch < 0:
+            return found
+        before = self._epoch_before(log.start_offset)
+        return found if before < 0 else OffsetAndEpoch(log.end_offset, min(epoch, before))
+
+    # ---------------------------------------------------------------- Metadata
+
+    def _brokers(self) -> dict[int, dict[str, Any]]:
+        """The brokers of the image a client may use, by id, at their endpoint of this
+        listener's name: the unfenced ones, and the Raft leader even if it is fenced (it
+        serves the metadata log whatever its broker state)."""
+        listener = self.node.config.client_listener
+        assert listener is not None
+        found: dict[int, dict[str, Any]] = {}
+        for broker in self.image.brokers.values():
+            endpoint = next((e for e in broker.endpoints if e.name == listener.name), None)
+            if endpoint is not None and (not broker.fenced or broker.id == self.core.leader_id):
+                found[broker.id] = {"node_id": broker.id, "host": endpoint.host, "port": endpoint.port,
+                                    "rack": broker.rack}
+        return dict(sorted(found.items()))
+
+    def _log_topic(self) -> dict[str, Any]:
+        core = self.core
+        voters = sorted(core.config.voters)
+        partition = {
+            "error_code": ErrorCode.none if core.leader_id is not None else ErrorCode.leader_not_available,
+            "partition_index": METADATA_PARTITION,
+            **self._leader_and_epoch(),
+            "replica_nodes": voters,
+            "isr_nodes": voters,
+            "offline_replicas": [],
+        }
+        return {"error_code": ErrorCode.none, "name": METADATA_TOPIC, "topic_id": METADATA_TOPIC_ID,
+                "is_internal": True, "partitions": [partition]}
+
+    def _image_topic(self, topic: TopicImage, listener: str) -> dict[str, Any]:
+        def offline(broker: BrokerRegistration | None) -> bool:
+            return broker is None or broker.fenced or all(e.name != listener for e in broker.endpoints)
+
+        partitions = [
+            {
+                "error_code": ErrorCode.none if p.leader != NO_LEADER else ErrorCode.leader_not_available,
+                "partition_index": index,
+                "leader_id": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replica_nodes": p.replicas,
+                "isr_nodes": p.isr,
+                "offline_replicas": [r for r in p.replicas if offline(self.image.broker(r))],
+            }
+            for index, p in enumerate(topic.partitions)
+        ]
+        return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": uuid.UUID(bytes=topic.id),
+                "is_internal": False, "partitions": partitions}
+
+    def _requested_topic(self, name: str | None, topic_id: uuid.UUID | None, listener: str) -> dict[str, Any]:
+        if self._is_log(name, topic_id):
+            return self._log_topic()
+        error = self._unknown(name, topic_id)
+        if error:
+            return {"error_code": error, "name": name, "topic_id": topic_id or ZERO_UUID, "partitions": []}
+        topic = self.image.topic(name) if name is not None else self.image.topics_by_id[topic_id.bytes]
+        return self._image_topic(topic, listener)
+
+    async def metadata(self, header: Any, request: Any) -> Any:
+        """Brokers, the controller (the Raft leader) and topics; topics are looked up by
+        name, or by id (v12+) when the name is null. No topic is created automatically."""
+        version = header.request_api_version
+        listener = self.node.config.client_listener
+        assert listener is not None
+        if request.topics is None or (version == 0 and not request.topics):
+            image_topics = self.image.topics_by_name
+            topics = [self._log_topic()] + [self._image_topic(image_topics[n], listener.name)
+                                            for n in sorted(image_topics.keys())]
+        else:
+            topics = [self._requested_topic(t.name, getattr(t, "topic_id", None), listener.name)
+                      for t in request.topics]
+        leader = self.core.leader_id
+        return build_response(METADATA, version, {
+            "throttle_time": timedelta(0),
+            "brokers": list(self._brokers().values()),
+            "cluster_id": self.node.cluster_id,
+            "controller_id": leader if leader is not None else NO_LEADER,
+            "topics": topics,
+            "error_code": ErrorCode.none,
+        })
+
+    # ---------------------------------------------------------------- ListOffsets
+
+    async def list_offsets(self, header: Any, request: Any) -> Any:
+        version = header.request_api_version
+        topics = []
+        for topic in request.topics:
+            partitions = [await self._list_offset(topic.name, p) for p in topic.partitions]
+            topics.append({"name": topic.name, "partitions": partitions})
+        return build_response(LIST_OFFSETS, version, {"throttle_time": timedelta(0), "topics": topics})
+
+    async def _list_offset(self, name: str, p: Any) -> dict[str, Any]:
+        """EARLIEST: the log start; LATEST: the high watermark (there are no transactions, so
+        the last stable offset too); MAX_TIMESTAMP: the record with the largest timestamp; a
+        timestamp: the first record at or after it (-1 if none). Each with the epoch of the
+        record at the offset (for LATEST, of the last record below it)."""
+        entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
+                                 "timestamp": -1, "offset": -1, "leader_epoch": NO_EPOCH}
+        error = self._serve(p.partition_index, name, None, getattr(p, "current_leader_epoch", NO_EPOCH))
+        log, hw, target = self.node.log, self.core.high_watermark, p.timestamp
+        if error:
+            entry["error_code"] = error
+        elif target in (EARLIEST, EARLIEST_LOCAL):
+            start = log.start_offset
+            epoch = log.epoch_for_offset(start)
+            entry.update(offset=start, leader_epoch=epoch if epoch is not None else NO_EPOCH)
+        elif target < MAX_TIMESTAMP:
+            entry["error_code"] = ErrorCode.invalid_request
+        elif hw is None:
+            entry["error_code"] = ErrorCode.offset_not_available  # a new leader that has not committed yet
+        elif target == LATEST:
+            entry.update(offset=hw, leader_epoch=self._epoch_before(hw))
+        else:
+            found = await self._search(None if target == MAX_TIMESTAMP else target)
+            if found is not None:
+                entry.update(timestamp=found[0], offset=found[1], leader_epoch=found[2])
+        return entry
+
+    async def _search(self, target: int | None) -> tuple[int, int, int] | None:
+        """(timestamp, offset, epoch) of the first record at or after `target`, or with the
+        largest timestamp if `target` is None, below the high watermark. Batch headers are
+        walked (their max timestamps) in a worker thread, then the one batch found is
+        decoded to pick the record. There is no time index: the walk is linear."""
+        log, core = self.node.log, self.core
+        best: tuple[BatchHeader, FileRegion] | None = None
+        offset = log.start_offset
+        while True:
+            hw = core.high_watermark
+            offset = max(offset, log.start_offset)  # retention may have moved on meanwhile
+            if hw is None or offset >= hw:
+                break
+            info = log.read(offset, SCAN_BYTES, upper_bound=hw)
+            if not info.size:
+                break
+            assert isinstance(info.data, FileRegion)
+            header = await asyncio.to_thread(_scan, info.data, target)
+            if header is not None and (best is None or header.max_timestamp > best[0].max_timestamp):
+                best = (header, info.data)
+                if target is not None:
+                    break
+            offset = info.next_offset
+        if best is None:
+            return None
+        header, region = best
+        wanted = target if target is not None else header.max_timestamp
+        timestamp, offset = await asyncio.to_thread(_first_record_at, region, header, wanted)
+        return timestamp, offset, header.partition_leader_epoch
+
+    # ---------------------------------------------------------------- OffsetForLeaderEpoch
+
+    async def offset_for_leader_epoch(self, header: Any, request: Any) -> Any:
+        """For each (partition, LeaderEpoch): the largest epoch <= it and where it ends in the
+        leader's log (for the latest epoch, the log end), as Kafka answers."""
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                entry = {"partition": p.partition, "error_code": ErrorCode.none, "leader_epoch": NO_EPOCH,
+                         "end_offset": -1}
+                error = self._serve(p.partition, topic.topic, None, p.current_leader_epoch)
+                if error:
+                    entry["error_code"] = error
+                else:
+                    end = self._end_of_epoch(p.leader_epoch)
+                    entry.update(leader_epoch=end.epoch, end_offset=end.offset)
+                partitions.append(entry)
+            topics.append({"topic": topic.topic, "partitions": partitions})
+        return build_response(OFFSET_FOR_LEADER_EPOCH, header.request_api_version,
+                              {"throttle_time": timedelta(0), "topics": topics})
+
+    # ---------------------------------------------------------------- Fetch
+
+    async def fetch(self, header: Any, request: Any) -> Any:
+        """A consumer's fetch, without fetch sessions (every request is a full one and the
+        answer's session id is 0, which tells the client no session was made)."""
+        version = header.request_api_version
+        error = _session_error(request) if version >= 7 else ErrorCode.none
+        if error:
+            return build_response(FETCH, version, {"throttle_time": timedelta(0), "error_code": error,
+                                                   "session_id": 0, "responses": []})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.max_wait.total_seconds()
+        while True:
+            responses, size, urgent = self._fetch_now(version, request)
+            remaining = deadline - loop.time()
+            if urgent or size >= request.min_bytes or remaining <= 0:
+                break
+            await self._wait_for_change(remaining)
+        self.node.metrics.fetch_bytes.inc(size)
+        endpoints = []
+        leader = self.core.leader_id
+        if version >= 16 and leader is not None and any(
+            p["error_code"] in _LEADERSHIP_ERRORS for t in responses for p in t["partitions"]
+        ):
+            endpoints = [b for b in self._brokers().values() if b["node_id"] == leader]
+        return build_response(FETCH, version, {"throttle_time": timedelta(0), "error_code": ErrorCode.none,
+                                               "session_id": 0, "responses": responses,
+                                               "node_endpoints": endpoints})
+
+    def _fetch_now(self, version: int, request: Any) -> tuple[list[dict[str, Any]], int, bool]:
+        """(topic responses, record bytes, whether to answer at once: an error or a divergence)."""
+        budget = request.max_bytes
+        read_committed = request.isolation_level == READ_COMMITTED
+        responses = []
+        size, urgent = 0, False
+        for topic in request.topics:
+            name, topic_id = (None, topic.topic_id) if version >= 13 else (topic.topic, None)
+            partitions = []
+            for p in topic.partitions:
+                entry, records = self._fetch_partition(version, name, topic_id, p, budget - size, size == 0)
+                entry["aborted_transactions"] = [] if read_committed else None
+                partitions.append(entry)
+                size += records
+                urgent = urgent or "diverging_epoch" in entry or entry["error_code"] not in (
+                    ErrorCode.none, ErrorCode.offset_not_available)
+            responses.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
+        return responses, size, urgent
+
+    def _fetch_partition(self, version: int, name: str | None, topic_id: uuid.UUID | None, p: Any,
+                         budget: int, first: bool) -> tuple[dict[str, Any], int]:
+        """One partition's answer and its record bytes. The first partition with data gets at
+        least one batch whatever the byte limits (KIP-74); the others share what is left."""
+        entry: dict[str, Any] = {"partition_index": p.partition, "error_code": ErrorCode.none,
+                                 "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                                 "preferred_read_replica": NO_LEADER, "records": b""}
+        log, hw, offset = self.node.log, self.core.high_watermark, p.fetch_offset
+        error = self._serve(p.partition, name, topic_id, p.current_leader_epoch if version >= 9 else NO_EPOCH)
+        if not error and hw is None:
+            error = ErrorCode.offset_not_available  # a new leader that has not committed yet
+        if not error and not log.start_offset <= offset <= log.end_offset:
+            error = ErrorCode.offset_out_of_range
+        if error:
+            entry["error_code"] = error
+            if error in _LEADERSHIP_ERRORS:
+                entry["current_leader"] = self._leader_and_epoch()
+            return entry, 0
+        entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=log.start_offset)
+        last_epoch = p.last_fetched_epoch if version >= 12 else NO_EPOCH
+        if last_epoch >= 0:
+            end = self._end_of_epoch(last_epoch)
+            if end.epoch < 0:
+                entry["error_code"] = ErrorCode.offset_out_of_range  # the log cannot tell where it ended
+                return entry, 0
+            if end.epoch < last_epoch or end.offset < offset:
+                entry["diverging_epoch"] = {"epoch": end.epoch, "end_offset": end.offset}
+                return entry, 0
+        limit = min(p.partition_max_bytes, budget)
+        if offset >= hw or (limit <= 0 and not first):
+            return entry, 0
+        info = log.read(offset, max(limit, 0), upper_bound=hw)
+        entry["records"] = info.data if info.size else b""
+        return entry, info.size
+
+    # ---------------------------------------------------------------- writes, refused
+
+    def _produce_refusal(self, name: str | None, topic_id: uuid.UUID | None) -> tuple[ErrorCode, str]:
+        if self._is_log(name, topic_id):
+            return ErrorCode.policy_violation, (
+                f"{METADATA_TOPIC} is written by the controller only; change metadata through the admin APIs"
+            )
+        error = self._unknown(name, topic_id)
+        if error:
+            return error, f"unknown topic {name if name is not None else topic_id}"
+        return ErrorCode.invalid_request, (
+            f"topic {name if name is not None else topic_id} exists as metadata only: kraft stores no data for it"
+        )
+
+    async def produce(self, header: Any, request: Any) -> Any:
+        """Every partition refused (there is nothing a client may write); with acks=0 the
+        client expects no answer, and gets none."""
+        version = header.request_api_version
+        if request.acks == 0:
+            return None
+        responses = []
+        for topic in request.topic_data:
+            name, topic_id = (None, topic.topic_id) if version >= 13 else (topic.name, None)
+            error, message = self._produce_refusal(name, topic_id)
+            partitions = [{"index": p.index, "error_code": error, "base_offset": -1, "log_append_time": None,
+                           "log_start_offset": -1, "record_errors": [], "error_message": message}
+                          for p in topic.partition_data]
+            responses.append({"name": name, "topic_id": topic_id, "partition_responses": partitions})
+        return build_response(PRODUCE, version, {"responses": responses, "throttle_time": timedelta(0)})
+
+    async def delete_records(self, header: Any, request: Any) -> Any:
+        """KIP-630: the metadata log's start moves only past a snapshot, so POLICY_VIOLATION."""
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                error = self._locate(p.partition_index, topic.name)
+                partitions.append({"partition_index": p.partition_index, "low_watermark": -1,
+                                   "error_code": error or ErrorCode.policy_violation})
+            topics.append({"name": topic.name, "partitions": partitions})
+        return build_response(DELETE_RECORDS, header.request_api_version,
+                              {"throttle_time": timedelta(0), "topics": topics})
+
+    # ---------------------------------------------------------------- DescribeConfigs
+
+    def _configs_of(self, resource_type: int, name: str) -> _Configs | str:
+        """A resource's configs, or why it has none. Only configs set dynamically are
+        listed (and the log's fixed cleanup.policy), not every default."""
+        if resource_type == ConfigResourceType.TOPIC:
+            if name == METADATA_TOPIC:
+                return _Configs(CLUSTER_METADATA_CONFIGS, True, _DEFAULT, TOPIC_CONFIGS)
+            if self.image.topic(name) is None:
+                return f"unknown topic {name}"
+            values = self.image.configs_of(ConfigResource(ConfigResourceType.TOPIC, name))
+            return _Configs(values, False, _DYNAMIC_TOPIC, TOPIC_CONFIGS)
+        if resource_type == ConfigResourceType.BROKER:
+            values = self.image.configs_of(ConfigResource(ConfigResourceType.BROKER, name))
+            return _Configs(values, False, _DYNAMIC_BROKER if name else _DYNAMIC_DEFAULT_BROKER, BROKER_CONFIGS)
+        return f"resource type {resource_type} is not supported (topics: 2, brokers: 4)"
+
+    async def describe_configs(self, header: Any, request: Any) -> Any:
+        results = []
+        for r in request.resources:
+            entry: dict[str, Any] = {"error_code": ErrorCode.none, "error_message": None,
+                                     "resource_type": r.resource_type, "resource_name": r.resource_name, "configs": []}
+            found = self._configs_of(r.resource_type, r.resource_name)
+            if isinstance(found, str):
+                unknown = r.resource_type == ConfigResourceType.TOPIC
+                entry.update(error_code=ErrorCode.unknown_topic_or_partition if unknown else ErrorCode.invalid_request,
+                             error_message=found)
+            else:
+                entry["configs"] = [
+                    {"name": key, "value": found.values[key], "read_only": found.read_only,
+                     "config_source": found.source, "is_sensitive": False, "synonyms": [], "documentation": None,
+                     "config_type": _CONFIG_TYPES[found.definitions[key].type] if key in found.definitions else 0}
+                    for key in _selected(found.values, r.configuration_keys)
+                ]
+            results.append(entry)
+        return build_response(DESCRIBE_CONFIGS, header.request_api_version,
+                              {"throttle_time": timedelta(0), "results": results})
+
+
+def _session_error(request: Any) -> ErrorCode:
+    """No fetch sessions are made here (KIP-227): a request must be a sessionless full one."""
+    if request.session_id != 0:
+        return ErrorCode.fetch_session_id_not_found
+    return ErrorCode.none if request.session_epoch in (0, -1) else ErrorCode.invalid_fetch_session_epoch
+
+
+def _selected(values: Mapping[str, str], keys: Iterable[str] | None) -> list[str]:
+    return sorted(values.keys()) if keys is None else sorted(k for k in set(keys) if k in values)
+
+
+def _scan(region: FileRegion, target: int | None) -> BatchHeader | None:
+    """The first batch of `region` whose max timestamp is at or after `target`, or (target
+    None) the first with the region's largest max timestamp. Headers only, CRCs not checked
+    (the log checked them when it took the batches)."""
+    best = None
+    end = region.position + region.length
+    for h in iter_file_batches(region.fileno(), region.position, end, verify_crc=False):
+        if target is not None and h.max_timestamp >= target:
+            return h
+        if target is None and (best is None or h.max_timestamp > best.max_timestamp):
+            best = h
+    return best
+
+
+def _first_record_at(region: FileRegion, header: BatchHeader, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) of the first record of the batch at or after `timestamp`."""
+    data = FileRegion(region.file, header.position, header.size).read()
+    for batch in read_batches(data, position=header.position):
+        for record in batch.records():
+            if record.timestamp >= timestamp:
+                return record.timestamp, record.offset
+    raise CorruptRecordError(header.position, f"no record reaches the batch's max timestamp {timestamp}")

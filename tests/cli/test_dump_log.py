@@ -49,13 +49,6 @@ def test_dump_log_refuses_missing_files_clearly(tmp_path):
     assert out.returncode == 2 and "no such file" in out.stderr
 
 
-def test_demo_runs_and_verifies(tmp_path):
-    out = kraft("demo", "--dir", str(tmp_path))
-    assert out.returncode == 0, out.stderr
-    assert "Read back and verified" in out.stdout
-    assert "isvalid: false" in out.stdout  # the damaged copy is caught
-
-
 def test_dump_log_reads_index_files_and_checks_them(tmp_path):
     from kraft.storage import FileLog
 

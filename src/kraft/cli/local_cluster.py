@@ -97,7 +97,9 @@ class LocalCluster:
         return [n for n, node in self.nodes.items() if node.voter]
 
     def bootstrap_servers(self) -> str:
-        return ",".join(node.client for node in self.nodes.values())
+        """The client listeners of the running nodes (all of them before any starts)."""
+        running = [node for node in self.nodes.values() if node.running]
+        return ",".join(node.client for node in running or self.nodes.values())
 
     def write_configs(self) -> None:
         quorum = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes.values() if n.voter)

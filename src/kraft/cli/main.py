@@ -73,6 +73,18 @@ def _metadata_quorum(args: argparse.Namespace) -> int:
     return metadata_quorum(args.bootstrap_server, args.status, args.replication)
 
 
+def _restore(args: argparse.Namespace) -> int:
+    from kraft.cli.recovery import restore
+
+    return restore(args.config, args.snapshot, args.epoch)
+
+
+def _recover(args: argparse.Namespace) -> int:
+    from kraft.cli.recovery import recover
+
+    return recover(args.config, args.from_dir, args.epoch)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kraft", description="Kafka's KRaft replicated log in Python.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,6 +132,18 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--status", action="store_true")
     which.add_argument("--replication", action="store_true")
     describe.set_defaults(func=_metadata_quorum)
+
+    restore = sub.add_parser("restore", help="restart a stopped node from a snapshot backup, in a new epoch")
+    restore.add_argument("--snapshot", required=True, help="a .checkpoint file (the backup)")
+    restore.add_argument("--config", required=True, help="the node's server.properties")
+    restore.add_argument("--epoch", type=int, help="the new epoch (the same on every node; default: above all seen)")
+    restore.set_defaults(func=_restore)
+
+    recover = sub.add_parser("recover", help="unclean recovery: a stopped node takes a surviving replica's log")
+    recover.add_argument("--from", dest="from_dir", required=True, help="the survivor's metadata.log.dir")
+    recover.add_argument("--config", required=True, help="the node's server.properties")
+    recover.add_argument("--epoch", type=int, help="the new epoch (the same on every node; default: above all seen)")
+    recover.set_defaults(func=_recover)
 
     demo = sub.add_parser("demo", help="show the system doing its work end to end")
     demo.add_argument("--dir", default="demo-data", help="where the demo writes its files")

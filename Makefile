@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EXTRAS := dev,spark
 INSTALLED := $(VENV)/.installed
+BENCH_INSTALLED := $(VENV)/.bench-installed
 CODEC := $(VENV)/.codec-built
 
 SEEDS ?= 2000
@@ -17,7 +18,7 @@ demo: $(CODEC)
 test: $(CODEC)
 	$(PY) -m pytest -n 2 -q
 
-bench: $(CODEC)
+bench: $(CODEC) $(BENCH_INSTALLED)
 	$(PY) bench/run_all.py
 
 # Many more simulation seeds than make test runs; a failure prints its replay command.
@@ -28,6 +29,11 @@ $(INSTALLED): pyproject.toml setup.py Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
+	touch $@
+
+# The benchmarks' baselines (PySyncObj) and plots, installed only for `make bench`.
+$(BENCH_INSTALLED): $(INSTALLED)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS),bench]'
 	touch $@
 
 # The C record codec is rebuilt in place whenever its source changes.

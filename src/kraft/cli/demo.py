@@ -5,9 +5,10 @@ created and configured through Kafka's admin API (kafka-python's KafkaAdminClien
 client nobody here wrote); the quorum takes snapshots (small thresholds in this demo) and
 moves its log start past them; a fresh observer joins and catches up by FetchSnapshot;
 the leader is killed with SIGKILL and a new one elected; the old leader restarts and
-rejoins; finally each node's high watermark, log start offset, latest snapshot and the
+rejoins; each node's high watermark, log start offset, latest snapshot and the
 digest of its metadata image are printed side by side: the high watermark and the image
-must agree on every node, while log starts and snapshots are each replica's own.
+must agree on every node, while log starts and snapshots are each replica's own. Last,
+Spark reads the live log over Kafka's protocol and a stopped node's files as the image.
 """
 
 import asyncio
@@ -229,7 +230,30 @@ def run(directory: Path) -> int:
         wait("every node's image at one offset", lambda: settled(cluster))
         console.rule("[bold]7. Where everyone stands")
         agree = summary(cluster)
+        spark_step(cluster, new_leader)
         console.print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
         return 0 if agree else 1
     finally:
         cluster.stop()
+
+
+def spark_step(cluster: LocalCluster, node_id: int) -> None:
+    """The metadata log read live by Spark over Kafka's protocol, then, with the cluster
+    stopped, one node's directory read as the metadata image."""
+    console.rule("[bold]8. Spark: the live log, and the metadata image from a node's files")
+    import kraft.spark  # Spark's JVM starts only now: the steps above do not wait for it
+
+    spark = kraft.spark.session("kraft-demo")
+    try:
+        log = spark.read.format("kraft").option("bootstrap.servers", cluster.bootstrap_servers()).load().cache()
+        end = log.agg({"offset": "max"}).first()[0] + 1
+        console.print(f'spark.read.format("kraft"): {log.count()} committed records, up to offset {end} (the '
+                      f"high watermark), from the log start; {log.rdd.getNumPartitions()} task(s)")
+        kraft.spark.demo.show_log(log)
+        cluster.stop()
+        path = cluster.nodes[node_id].partition_dir
+        console.print(f"the metadata image at offset {end} from node {node_id}'s files (its snapshot and the log "
+                      f"after it), read once the cluster stopped:")
+        kraft.spark.demo.show_image(spark, str(path), ending_offset=end)
+    finally:
+        spark.stop()

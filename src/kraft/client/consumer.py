@@ -27,7 +27,7 @@ from typing import Any, Literal
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.connection import KafkaConnection
-from kraft.records import Record, RecordError, read_batches
+from kraft.records import Record, RecordBatch, RecordError, read_batches
 
 log = logging.getLogger("kraft.client")
 
@@ -186,9 +186,32 @@ class Consumer:
         """Records from the positions on, in offset order per partition (empty at the timeout)."""
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            records = self._run(self._poll_once(max(0.0, deadline - time.monotonic())))
+            fetched = self._run(self._poll_once(max(0.0, deadline - time.monotonic())))
+            records = [r for f in fetched for r in self._records(f)]
             if records or time.monotonic() >= deadline:
                 return records[:max_records] if max_records else records
+
+    def poll_batches(self, timeout_ms: int = 1000) -> list["FetchedBatches"]:
+        """Like poll(), as whole record batches (control batches included): for readers that
+        turn batches into columns and have no use for a Python object per record. Records
+        of the first batch below `FetchedBatches.start` were consumed before."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            fetched = self._run(self._poll_once(max(0.0, deadline - time.monotonic())))
+            if fetched or time.monotonic() >= deadline:
+                return fetched
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partitions, from a Metadata request (empty if the topic is unknown)."""
+        return self._run(self._partitions_for(topic))
+
+    def diverging_offset(self, tp: TopicPartition, offset: int, leader_epoch: int) -> int | None:
+        """None if the log still holds, unchanged, everything before `offset` as it was when
+        the record before it had `leader_epoch`; otherwise the first offset that diverges
+        (-1 if the leader cannot say). Asks OffsetForLeaderEpoch; the position stays."""
+        self._partitions.setdefault(tp, _Partition(reset=self._default_reset()))
+        diverges = _diverges(offset, *self._run(self._end_of_epoch(tp, leader_epoch)))
+        return None if diverges is False else (-1 if diverges is None else diverges)
 
     def close(self) -> None:
         if not self._closed:
@@ -203,6 +226,13 @@ class Consumer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def epoch_at(self, tp: TopicPartition, offset: int) -> int | None:
+        """The leader epoch of the record at `offset` (None if the log has none there),
+        found by walking the leader's epochs down from its newest with OffsetForLeaderEpoch:
+        one request per epoch that began after `offset`."""
+        self._partitions.setdefault(tp, _Partition(reset=self._default_reset()))
+        return self._run(self._epoch_at(tp, offset))
 
     # ---------------------------------------------------------------- plumbing
 
@@ -241,7 +271,15 @@ class Consumer:
         return await self._request(self._cluster.brokers[state.leader], request)
 
     async def _refresh_metadata(self) -> None:
-        topics = sorted({tp.topic for tp in self._partitions})
+        await self._metadata(sorted({tp.topic for tp in self._partitions}))
+
+    async def _partitions_for(self, topic: str) -> list[int]:
+        response = await self._metadata([topic])
+        return sorted(p.partition_index for t in response.topics if t.name == topic and t.error_code == ErrorCode.none
+                      for p in t.partitions)
+
+    async def _metadata(self, topics: list[str]) -> Any:
+        """A Metadata answer for `topics`; what it says of brokers and assigned partitions is kept."""
         request = build_request(3, METADATA_V, {
             "topics": [{"topic_id": None, "name": t} for t in topics],
             "allow_auto_topic_creation": False, "include_topic_authorized_operations": False,
@@ -265,6 +303,7 @@ class Consumer:
                 state.leader = p.leader_id if p.error_code == ErrorCode.none and p.leader_id >= 0 else None
                 if p.leader_epoch > state.leader_epoch:
                     state.leader_epoch = p.leader_epoch
+        return response
 
     # ---------------------------------------------------------------- offsets and validation
 
@@ -309,15 +348,12 @@ class Consumer:
             state.position, state.last_epoch, state.reset = found.offset, found.leader_epoch, None
             state.validated_epoch = state.leader_epoch
 
-    async def _validate(self) -> None:
-        """Checks positions whose leader epoch changed since they were last checked."""
-        truncated: dict[TopicPartition, int | None] = {}
-        for tp, state in self._partitions.items():
-            if state.position is None or state.last_epoch is None or state.validated_epoch == state.leader_epoch:
-                continue
+    async def _end_of_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
+        """The leader's answer to OffsetForLeaderEpoch: (end offset, largest epoch <= `epoch`)."""
+        for _ in range(20):
+            state = self._state(tp)
             request = build_request(23, EPOCH_V, {"replica_id": -1, "topics": [{"topic": tp.topic, "partitions": [{
-                "partition": tp.partition, "current_leader_epoch": state.leader_epoch,
-                "leader_epoch": state.last_epoch}]}]})
+                "partition": tp.partition, "current_leader_epoch": state.leader_epoch, "leader_epoch": epoch}]}]})
             try:
                 p = (await self._to_leader(tp, request)).topics[0].partitions[0]
             except (OSError, ConnectionError, asyncio.TimeoutError):
@@ -328,23 +364,33 @@ class Consumer:
                 continue
             if p.error_code != ErrorCode.none:
                 raise ConsumerError(f"OffsetForLeaderEpoch {tp}: {p.error_code.name}")
-            diverges = self._diverges(tp, state, p.end_offset, p.leader_epoch)
+            return p.end_offset, p.leader_epoch
+        raise ConsumerError(f"OffsetForLeaderEpoch {tp}: no answer from its leader")
+
+    async def _epoch_at(self, tp: TopicPartition, offset: int) -> int | None:
+        await self._refresh_metadata()
+        epoch, found = self._state(tp).leader_epoch, None
+        while epoch >= 0:
+            end, epoch = await self._end_of_epoch(tp, epoch)
+            if epoch < 0 or end <= offset:
+                return found
+            found, epoch = epoch, epoch - 1
+        return found
+
+    async def _validate(self) -> None:
+        """Checks positions whose leader epoch changed since they were last checked."""
+        truncated: dict[TopicPartition, int | None] = {}
+        for tp, state in self._partitions.items():
+            if state.position is None or state.last_epoch is None or state.validated_epoch == state.leader_epoch:
+                continue
+            checked_against = state.leader_epoch
+            diverges = _diverges(state.position, *(await self._end_of_epoch(tp, state.last_epoch)))
             if diverges is not False:
                 truncated[tp] = diverges
             else:
-                state.validated_epoch = state.leader_epoch
+                state.validated_epoch = checked_against
         if truncated:
             self._truncated(truncated)
-
-    def _diverges(self, tp: TopicPartition, state: _Partition, end_offset: int, epoch: int) -> int | None | bool:
-        """False if the leader's log still holds our position; else the first diverging offset
-        (None when the leader cannot say)."""
-        assert state.position is not None
-        if end_offset < 0 or epoch < 0:
-            return None
-        if end_offset < state.position:
-            return end_offset
-        return False
 
     def _truncated(self, truncated: dict[TopicPartition, int | None]) -> None:
         if self.auto_offset_reset == "none":
@@ -364,7 +410,7 @@ class Consumer:
 
     # ---------------------------------------------------------------- fetching
 
-    async def _poll_once(self, wait_s: float) -> list[ConsumerRecord]:
+    async def _poll_once(self, wait_s: float) -> list["FetchedBatches"]:
         if not self._partitions:
             return []
         if not self._cluster.brokers:
@@ -378,7 +424,7 @@ class Consumer:
         if None in by_leader:
             await self._refresh_metadata()
             return []
-        out: list[ConsumerRecord] = []
+        out: list[FetchedBatches] = []
         for leader, tps in by_leader.items():
             try:
                 response = await self._request(self._cluster.brokers[leader], self._fetch_request(tps, wait_s))
@@ -387,7 +433,9 @@ class Consumer:
                 continue
             for topic in response.responses:
                 for p in topic.partitions:
-                    out += self._handle_partition(TopicPartition(topic.topic, p.partition_index), p)
+                    fetched = self._handle_partition(TopicPartition(topic.topic, p.partition_index), p)
+                    if fetched is not None:
+                        out.append(fetched)
         return out
 
     def _fetch_request(self, tps: list[TopicPartition], wait_s: float) -> Any:
@@ -406,52 +454,78 @@ class Consumer:
             "forgotten_topics_data": [], "rack_id": "",
         })
 
-    def _handle_partition(self, tp: TopicPartition, p: Any) -> list[ConsumerRecord]:
+    def _handle_partition(self, tp: TopicPartition, p: Any) -> "FetchedBatches | None":
         state = self._state(tp)
         if p.error_code in (ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower,
                             ErrorCode.unknown_leader_epoch, ErrorCode.leader_not_available):
             state.leader = None  # refresh, and (FENCED) validate against the new leader's epoch
             if p.current_leader.leader_epoch > state.leader_epoch:
                 state.leader, state.leader_epoch = p.current_leader.leader_id, p.current_leader.leader_epoch
-            return []
+            return None
         if p.error_code == ErrorCode.offset_out_of_range:
             if self.auto_offset_reset == "none":
                 raise OffsetOutOfRangeError({tp: state.position or -1})
             log.warning("%s: offset %s is out of range; resetting to the %s offset", tp, state.position,
                         self.auto_offset_reset)
             state.position, state.reset = None, self._default_reset()
-            return []
+            return None
         if p.error_code != ErrorCode.none:
             raise ConsumerError(f"Fetch {tp}: {p.error_code.name}")
         state.high_watermark = p.high_watermark
         # This leader took our position and LastFetchedEpoch without DivergingEpoch: checked.
         state.validated_epoch = state.leader_epoch
         if p.diverging_epoch.end_offset >= 0:
-            diverges = self._diverges(tp, state, p.diverging_epoch.end_offset, p.diverging_epoch.epoch)
+            assert state.position is not None
+            diverges = _diverges(state.position, p.diverging_epoch.end_offset, p.diverging_epoch.epoch)
             self._truncated({tp: diverges if diverges is not False else p.diverging_epoch.end_offset})
-            return []
+            return None
         if not p.records:
-            return []
-        return self._records(tp, state, bytes(p.records))
+            return None
+        return self._take(tp, state, p.records)
 
-    def _records(self, tp: TopicPartition, state: _Partition, data: bytes) -> list[ConsumerRecord]:
-        out = []
+    def _take(self, tp: TopicPartition, state: _Partition, data: bytes) -> "FetchedBatches | None":
+        """The fetched batches from the position on; the position moves past them."""
         assert state.position is not None
+        start = state.position
         try:
-            for batch in read_batches(data):
-                h = batch.header
-                if h.next_offset <= state.position:
-                    continue
-                control = h.is_control
-                if control and not self.include_control:
-                    state.position, state.last_epoch = h.next_offset, h.partition_leader_epoch
-                    continue
-                records: list[Record] = batch.records()
-                for r in records:
-                    if r.offset >= state.position:
-                        out.append(ConsumerRecord(tp.topic, tp.partition, r.offset, h.partition_leader_epoch,
-                                                  r.timestamp, r.key, r.value, r.headers, control))
-                state.position, state.last_epoch = h.next_offset, h.partition_leader_epoch
+            batches = [b for b in read_batches(data) if b.header.next_offset > start]
         except RecordError as e:
-            raise ConsumerError(f"{tp}: corrupt data at offset {state.position}: {e}") from None
+            raise ConsumerError(f"{tp}: corrupt data at offset {start}: {e}") from None
+        if not batches:
+            return None
+        last = batches[-1].header
+        state.position, state.last_epoch = last.next_offset, last.partition_leader_epoch
+        return FetchedBatches(tp, start, batches)
+
+    def _records(self, fetched: "FetchedBatches") -> list[ConsumerRecord]:
+        tp, out = fetched.tp, []
+        for batch in fetched.batches:
+            h = batch.header
+            if h.is_control and not self.include_control:
+                continue
+            try:
+                records: list[Record] = batch.records()
+            except RecordError as e:
+                raise ConsumerError(f"{tp}: corrupt batch at offset {h.base_offset}: {e}") from None
+            out += [ConsumerRecord(tp.topic, tp.partition, r.offset, h.partition_leader_epoch, r.timestamp, r.key,
+                                   r.value, r.headers, h.is_control) for r in records if r.offset >= fetched.start]
         return out
+
+
+@dataclass(frozen=True)
+class FetchedBatches:
+    """Whole record batches fetched for one partition, in offset order; records below
+    `start` (in the first batch) had been consumed before."""
+
+    tp: TopicPartition
+    start: int
+    batches: list[RecordBatch]
+
+
+def _diverges(position: int, end_offset: int, epoch: int) -> int | None | bool:
+    """False if a leader whose history of our last epoch ends at `end_offset` (its largest
+    epoch <= ours being `epoch`) still holds our position; else the first diverging offset
+    (None when the leader cannot say)."""
+    if end_offset < 0 or epoch < 0:
+        return None
+    return end_offset if end_offset < position else False

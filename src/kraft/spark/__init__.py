@@ -1,15 +1,21 @@
 """kraft's data on Spark, through PySpark's Python data source API (PySpark 4).
 
     spark = kraft.spark.session()            # or register(spark) on a session of your own
+    spark.read.format("kraft").option("bootstrap.servers", "127.0.0.1:9092").load()
+    spark.readStream.format("kraft").option("bootstrap.servers", ...).load()
     spark.read.format("kraft-files").load(".../__cluster_metadata-0")
     spark.read.format("kraft-files").option("startingOffsets", "snapshot").load(dir)
     kraft.spark.metadata_frames(spark, dir, ending_offset=1234)["partitions"]
 
+* `live`: "kraft", batch and streaming reads of a live cluster over Kafka's protocol.
 * `rows`: the record row (`RECORD_SCHEMA`, Spark's Kafka-source columns plus leaderEpoch
   and isControl) and decoded batches -> Arrow (`to_arrow`). Every record source uses both.
 * `files`: "kraft-files", a partition directory's segments and snapshots.
 * `metadata_view`: the metadata image at an offset as tables; "kraft-metadata".
 * `logdir`: reading a directory read-only with every check; no Spark in it.
+
+A new source joins `SOURCES` (so `register` registers it) and yields `rows.to_arrow` of the
+Kafka batches it reads, so every record source has the same row.
 
 Spark's Python workers must run this interpreter (they import kraft): `register` points
 the session's Python functions at `sys.executable`, and `session` also sets
@@ -24,11 +30,12 @@ from pyspark.sql import SparkSession
 
 from kraft.spark.demo import demo_tables
 from kraft.spark.files import KraftFilesDataSource
+from kraft.spark.live import DataLossError, KraftDataSource
 from kraft.spark.logdir import LogDirError
 from kraft.spark.metadata_view import TABLES, KraftMetadataDataSource, metadata_frames, metadata_image
 from kraft.spark.rows import ARROW_SCHEMA, RECORD_SCHEMA, to_arrow
 
-SOURCES = (KraftFilesDataSource, KraftMetadataDataSource)
+SOURCES = (KraftDataSource, KraftFilesDataSource, KraftMetadataDataSource)
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 
 
@@ -73,6 +80,7 @@ __all__ = [
     "ARROW_SCHEMA",
     "RECORD_SCHEMA",
     "SOURCES",
+    "DataLossError",
     "TABLES",
     "LogDirError",
     "demo_tables",

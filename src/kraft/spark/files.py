@@ -29,7 +29,15 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from kraft.spark.logdir import DEFAULT_MAX_SLICE_BYTES, LogDirectory, Slice, SnapshotFile, read_slice, read_snapshot
+from kraft.spark.logdir import (
+    DEFAULT_MAX_SLICE_BYTES,
+    LogDirectory,
+    Slice,
+    SnapshotFile,
+    named,
+    open_snapshot,
+    read_slice,
+)
 from kraft.spark.options import Options
 from kraft.spark.rows import RECORD_SCHEMA, to_arrow
 
@@ -67,12 +75,13 @@ class KraftFilesReader(DataSourceReader):
         assert isinstance(partition, FilePiece)
         piece = partition.piece
         if isinstance(piece, SnapshotFile):
-            batches = read_snapshot(piece)
+            batches = open_snapshot(piece).batches()
             offset: int | None = piece.snapshot_id.end_offset - 1
         else:
             batches = read_slice(piece, partition.low, partition.high)
             offset = None
-        return to_arrow(batches, topic=partition.topic, partition=partition.partition, offset=offset)
+        with named(piece.path):
+            yield from to_arrow(batches, topic=partition.topic, partition=partition.partition, offset=offset)
 
 
 class KraftFilesDataSource(DataSource):
@@ -84,8 +93,6 @@ class KraftFilesDataSource(DataSource):
         return RECORD_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        if schema != RECORD_SCHEMA:
-            raise ValueError(f"{self.name()}: the schema is fixed ({RECORD_SCHEMA.simpleString()}); select columns instead")
         return KraftFilesReader(
             Options(self.name(), self.options, ("startingOffsets", "endingOffsets", "maxPartitionBytes"))
         )

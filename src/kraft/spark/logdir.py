@@ -27,6 +27,7 @@ share it, and it runs in Spark's Python workers.
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,19 +171,39 @@ class LogDirectory:
 
 
 def _split(segment: _Segment, after: int | None, max_bytes: int) -> Iterator[Slice]:
+    """The segment in ceil(size / max_bytes) slices of about equal size (tasks of equal
+    length finish together), cut at the first batch boundary past each share."""
     path = str(segment.path)
+    share = segment.size / -(-segment.size // max_bytes)
+    cut = share
     start, first = 0, segment.base_offset
-    fd = os.open(segment.path, os.O_RDONLY)
-    try:
+    with _open(path) as fd:
         for h in iter_file_batches(fd, 0, segment.size, verify_crc=False, partial_tail="stop"):
-            if h.position - start >= max_bytes:
+            if h.position >= cut:
                 yield Slice(path, start, h.position, first, h.base_offset)
                 start, first = h.position, h.base_offset
+                cut = (h.position // share + 1) * share
+    yield Slice(path, start, segment.size, first, after)
+
+
+@contextmanager
+def named(path: str) -> Iterator[None]:
+    """Record errors inside the block as CorruptLogError naming `path`. Reading records of
+    a batch whose CRC holds can still fail (a writer wrote it so): refused like damage."""
+    try:
+        yield
     except CorruptRecordError as e:
         raise CorruptLogError(path, e.position, e.reason) from None
+
+
+@contextmanager
+def _open(path: str) -> Iterator[int]:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with named(path):
+            yield fd
     finally:
         os.close(fd)
-    yield Slice(path, start, segment.size, first, after)
 
 
 def read_slice(s: Slice, low: int = 0, high: int | None = None) -> Iterator[RecordBatch]:
@@ -195,8 +216,7 @@ def read_slice(s: Slice, low: int = 0, high: int | None = None) -> Iterator[Reco
     and a `high` past the log's end is refused.
     """
     expected = s.first_offset
-    fd = os.open(s.path, os.O_RDONLY)
-    try:
+    with _open(s.path) as fd:
         for h in iter_file_batches(fd, s.start, s.end, expected_offset=s.first_offset):
             if high is not None and h.next_offset > high:
                 if h.base_offset < high:
@@ -209,12 +229,9 @@ def read_slice(s: Slice, low: int = 0, high: int | None = None) -> Iterator[Reco
                 raise _inside_batch(s.path, h.position, "start", low, h.base_offset, h.last_offset)
             data = os.pread(fd, h.size, h.position)
             if len(data) != h.size:
-                raise CorruptLogError(s.path, h.position, f"the file shrank while it was read ({len(data)} of {h.size} bytes)")
+                shrank = f"the file shrank while it was read ({len(data)} of {h.size} bytes)"
+                raise CorruptLogError(s.path, h.position, shrank)
             yield RecordBatch(h, data)
-    except CorruptRecordError as e:
-        raise CorruptLogError(s.path, e.position, e.reason) from None
-    finally:
-        os.close(fd)
     if s.next_offset is not None and expected != s.next_offset:
         raise CorruptLogError(
             s.path,
@@ -233,7 +250,7 @@ def _inside_batch(path: str, position: int, which: str, offset: int, base: int, 
     )
 
 
-def read_snapshot(snapshot: SnapshotFile) -> Iterator[RecordBatch]:
-    """The snapshot's data batches, each checked (CRC, offset, epoch) as it is read; the
-    header and footer are checked and left out. CorruptSnapshotError names the file."""
-    yield from SnapshotReader.open(Path(snapshot.path), snapshot.snapshot_id).batches()
+def open_snapshot(snapshot: SnapshotFile) -> SnapshotReader:
+    """A reader whose `batches()` and `records()` check every batch (CRC, offset, epoch,
+    header first, footer last) as they are read; CorruptSnapshotError names the file."""
+    return SnapshotReader.open(Path(snapshot.path), snapshot.snapshot_id)

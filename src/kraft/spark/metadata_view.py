@@ -39,7 +39,7 @@ from pyspark.sql.types import (
 
 from kraft.metadata import MetadataCache, MetadataError, MetadataImage, uuid_str
 from kraft.metadata.image import ConfigResourceType
-from kraft.spark.logdir import LogDirectory, LogDirError, read_slice, read_snapshot
+from kraft.spark.logdir import LogDirectory, LogDirError, named, open_snapshot, read_slice
 from kraft.spark.options import Options
 from kraft.spark.rows import arrow_schema
 
@@ -50,6 +50,10 @@ def _fields(*fields: tuple[str, object] | tuple[str, object, bool]) -> StructTyp
 
 
 _IDS = ArrayType(IntegerType(), False)
+_LISTENER = _fields(
+    ("name", StringType()), ("host", StringType()), ("port", IntegerType()), ("securityProtocol", IntegerType())
+)
+_FEATURE = _fields(("name", StringType()), ("minVersion", IntegerType()), ("maxVersion", IntegerType()))
 
 TABLES: dict[str, StructType] = {
     "brokers": _fields(
@@ -58,18 +62,8 @@ TABLES: dict[str, StructType] = {
         ("incarnationId", StringType()),
         ("fenced", BooleanType()),
         ("rack", StringType(), True),
-        (
-            "listeners",
-            ArrayType(
-                _fields(("name", StringType()), ("host", StringType()), ("port", IntegerType()),
-                        ("securityProtocol", IntegerType())),
-                False,
-            ),
-        ),
-        (
-            "supportedFeatures",
-            ArrayType(_fields(("name", StringType()), ("minVersion", IntegerType()), ("maxVersion", IntegerType())), False),
-        ),
+        ("listeners", ArrayType(_LISTENER, False)),
+        ("supportedFeatures", ArrayType(_FEATURE, False)),
     ),
     "topics": _fields(("name", StringType()), ("topicId", StringType()), ("partitions", IntegerType())),
     "partitions": _fields(
@@ -103,20 +97,20 @@ def metadata_image(path: str, ending_offset: int | None = None) -> MetadataImage
     cache = MetadataCache()
     if view.snapshot is not None:
         sid = view.snapshot.snapshot_id
-        records = (r for batch in read_snapshot(view.snapshot) for r in batch.records())
         try:
-            cache.load_snapshot(records, end_offset=sid.end_offset, epoch=sid.epoch)
+            cache.load_snapshot(open_snapshot(view.snapshot).records(), end_offset=sid.end_offset, epoch=sid.epoch)
         except MetadataError as e:
             raise LogDirError(f"{view.snapshot.path}: the snapshot does not load as metadata: {e}") from None
     for piece in view.slices:
         for batch in read_slice(piece, view.low, view.high):
             h = batch.header
-            epoch = h.partition_leader_epoch
+            where = {"base_offset": h.base_offset, "last_offset": h.last_offset, "epoch": h.partition_leader_epoch}
             try:
                 if h.is_control:
-                    cache.advance(base_offset=h.base_offset, last_offset=h.last_offset, epoch=epoch)
+                    cache.advance(**where)
                 else:
-                    cache.apply_batch(batch.records(), base_offset=h.base_offset, last_offset=h.last_offset, epoch=epoch)
+                    with named(piece.path):
+                        cache.apply_batch(batch.records(), **where)
             except MetadataError as e:
                 raise LogDirError(
                     f"{piece.path}: the batch at offsets {h.base_offset}..{h.last_offset} (position {h.position}) "

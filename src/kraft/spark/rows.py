@@ -32,7 +32,6 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -66,14 +65,31 @@ RECORD_SCHEMA = StructType(
 )
 
 
-def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema Spark expects for `schema` from a Python data source: Spark checks
-    that a yielded batch's schema equals this one exactly (names, types, nullability)."""
-    return to_arrow_schema(schema, timezone="UTC")
+_ARROW_TYPES: dict[type, pa.DataType] = {
+    BooleanType: pa.bool_(),
+    IntegerType: pa.int32(),
+    LongType: pa.int64(),
+    StringType: pa.string(),
+    BinaryType: pa.binary(),
+    TimestampType: pa.timestamp("us", tz="UTC"),
+}
 
 
 def arrow_type(data_type: DataType) -> pa.DataType:
-    return arrow_schema(StructType([StructField("x", data_type)])).field(0).type
+    """The Arrow type Spark reads `data_type` from, as its Python workers convert it: list
+    items named "element", timestamps in microseconds, UTC. (PySpark's own converter,
+    pyspark.sql.pandas.types, is internal and its signature changes between releases.)"""
+    if isinstance(data_type, ArrayType):
+        return pa.list_(pa.field("element", arrow_type(data_type.elementType), data_type.containsNull))
+    if isinstance(data_type, StructType):
+        return pa.struct([pa.field(f.name, arrow_type(f.dataType), f.nullable) for f in data_type.fields])
+    return _ARROW_TYPES[type(data_type)]
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema of batches a Python data source yields for `schema`: Spark checks
+    that it matches exactly (names, types, nullability)."""
+    return pa.schema(list(arrow_type(schema)))
 
 
 ARROW_SCHEMA = arrow_schema(RECORD_SCHEMA)
@@ -81,7 +97,7 @@ _HEADERS = ARROW_SCHEMA.field("headers").type
 _TIMESTAMP = ARROW_SCHEMA.field("timestamp").type
 _NO_HEADERS = pa.array([], _HEADERS.value_type)
 
-DEFAULT_ROWS_PER_ARROW_BATCH = 1 << 16
+DEFAULT_ROWS_PER_ARROW_BATCH = 1 << 14
 
 
 class _Columns:

@@ -1,0 +1,175 @@
+"""spark.read.format("kraft") and spark.readStream.format("kraft") in a real local[2] Spark
+against a real three-voter cluster on loopback."""
+
+import json
+import shutil
+
+import pytest
+
+from kraft.cli.local_cluster import LocalCluster
+from kraft.client import Consumer, ConsumerRecord, TopicPartition
+from kraft.spark import RECORD_SCHEMA
+from tests.server.cluster_helpers import create_topics, kraft_cli, leader, wait_for
+
+TOPIC = "__cluster_metadata"
+TP = TopicPartition(TOPIC, 0)
+
+
+def committed(cluster: LocalCluster, end: int) -> list[ConsumerRecord]:
+    """Every record below `end`, as kraft's own consumer reads them (the reference)."""
+    out: list[ConsumerRecord] = []
+    with Consumer(cluster.bootstrap_servers(), auto_offset_reset="earliest", include_control=True,
+                  fetch_max_wait_ms=100) as consumer:
+        consumer.assign([TP])
+        wait_for(lambda: bool(out.extend(consumer.poll(200))) or consumer.position(TP) >= end, what=f"offset {end}")
+    return [r for r in out if r.offset < end]
+
+
+def rows_of(records: list[ConsumerRecord]) -> list[tuple]:
+    return [(r.offset, r.leader_epoch, r.is_control, r.key, r.value) for r in records]
+
+
+def as_rows(df) -> list[tuple]:
+    return [(r.offset, r.leaderEpoch, r.isControl, r.key, r.value)
+            for r in df.orderBy("offset").collect()]
+
+
+def offsets_json(offset: int, epoch: int | None = None) -> str:
+    value = offset if epoch is None else {"offset": offset, "leaderEpoch": epoch}
+    return json.dumps({TOPIC: {"0": value}})
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = LocalCluster(tmp_path_factory.mktemp("live"), voters=3, observers=0)
+    cluster.start()
+    try:
+        create_topics(cluster, "a", 8)
+        old_leader, _ = leader(cluster)
+        cluster.kill(old_leader)  # two epochs in the log
+        leader(cluster, exclude=(old_leader,))
+        create_topics(cluster, "b", 8)
+        cluster.start(old_leader)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def read(spark, cluster, **options):
+    return spark.read.format("kraft").option("bootstrap.servers", cluster.bootstrap_servers()).options(**options).load()
+
+
+def test_a_batch_read_is_every_committed_record_split_over_parallel_tasks(spark, cluster):
+    hw = Consumer(cluster.bootstrap_servers()).end_offsets([TP])[TP].offset
+    df = read(spark, cluster, endingOffsets=offsets_json(hw), minPartitions=3)
+    assert df.schema == RECORD_SCHEMA
+    assert df.rdd.getNumPartitions() == 3
+    assert as_rows(df) == rows_of(committed(cluster, hw))
+    epochs = {r.leaderEpoch for r in df.select("leaderEpoch").distinct().collect()}
+    assert len(epochs) >= 2
+
+
+def test_offset_and_epoch_bounds_read_exactly_that_range(spark, cluster):
+    reference = committed(cluster, 30)
+    start = reference[9]
+    df = read(spark, cluster, startingOffsets=offsets_json(10, start.leader_epoch), endingOffsets=offsets_json(25),
+              maxRecordsPerPartition=4)
+    assert df.rdd.getNumPartitions() == 4
+    assert as_rows(df) == rows_of(reference[10:25])
+
+
+def test_a_start_whose_epoch_the_log_no_longer_holds_is_data_loss(spark, cluster):
+    reference = committed(cluster, 40)
+    new_epoch = next(r for r in reference if r.leader_epoch > reference[0].leader_epoch)
+    # As if we had read 3 records of the old epoch past where the new one began.
+    stale = offsets_json(new_epoch.offset + 3, reference[0].leader_epoch)
+    with pytest.raises(Exception, match=f"first diverging offset {new_epoch.offset}"):
+        read(spark, cluster, startingOffsets=stale).collect()
+    rows = as_rows(read(spark, cluster, startingOffsets=stale, endingOffsets=offsets_json(40), failOnDataLoss="false"))
+    assert rows == rows_of(reference[new_epoch.offset:40])
+
+
+@pytest.mark.parametrize("options, message", [
+    ({}, "bootstrap.servers is required"),
+    ({"bootstrap.servers": "127.0.0.1:1", "startingOffsets": "{\"other\": {\"0\": 1}}"}, "exactly the topic"),
+    ({"bootstrap.servers": "127.0.0.1:1", "startingOffsets": "[1, 2"}, "option startingOffsets"),
+    ({"bootstrap.servers": "127.0.0.1:1", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
+    ({"bootstrap.servers": "127.0.0.1:1", "subscribe": TOPIC}, "unknown option"),
+])
+def test_bad_options_fail_with_a_message_that_names_them(spark, options, message):
+    with pytest.raises(Exception, match=message):
+        spark.read.format("kraft").options(**options).load().collect()
+
+
+def test_an_unknown_topic_and_a_backwards_range_are_refused(spark, cluster):
+    with pytest.raises(Exception, match="topic 'nope' is unknown"):
+        read(spark, cluster, topic="nope").collect()
+    with pytest.raises(Exception, match="is before startingOffsets"):
+        read(spark, cluster, startingOffsets=offsets_json(20), endingOffsets=offsets_json(10)).collect()
+
+
+def stream(spark, cluster, sink, checkpoint, **options):
+    """An availableNow query from `cluster` into Parquet at `sink`; returns its progress."""
+    df = (spark.readStream.format("kraft").option("bootstrap.servers", cluster.bootstrap_servers())
+          .option("startingOffsets", "earliest").options(**options).load())
+    query = (df.writeStream.format("parquet").option("path", str(sink)).option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    return query.recentProgress
+
+
+def test_a_stream_reads_each_committed_record_once_across_batches_and_restarts(spark, cluster, tmp_path):
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+    before = Consumer(cluster.bootstrap_servers()).end_offsets([TP])[TP].offset
+    progress = stream(spark, cluster, sink, checkpoint, maxOffsetsPerTrigger=7)
+    end = progress[-1]["sources"][0]["endOffset"]
+    end = (json.loads(end) if isinstance(end, str) else end)[TOPIC]["0"]
+    assert end["offset"] >= before and end["leaderEpoch"] >= 1
+    batches = [p["numInputRows"] for p in progress if p["numInputRows"]]
+    assert len(batches) == -(-end["offset"] // 7) and max(batches) == 7 and sum(batches) == end["offset"]
+    hw = create_topics(cluster, "c", 3)
+    stream(spark, cluster, sink, checkpoint)  # restarts from the checkpoint
+    got = as_rows(spark.read.parquet(str(sink)))
+    assert got == rows_of(committed(cluster, hw))
+
+
+SNAPSHOTS = {"metadata.log.max.record.bytes.between.snapshots": "3000",
+             "metadata.snapshot.min.changed_records.ratio": "0"}
+
+
+def test_a_stream_across_a_truncation_fails_or_resumes_at_the_divergence(spark, tmp_path):
+    cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=0, overrides=SNAPSHOTS)
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+    try:
+        cluster.start()
+        create_topics(cluster, "early", 30)
+        leader_id, _ = leader(cluster)
+        wait_for(lambda: list(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint")), what="a snapshot")
+        snapshot = sorted(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint"))[-1]
+        backup = tmp_path / snapshot.name
+        shutil.copy2(snapshot, backup)
+        snapshot_end = int(snapshot.name.split("-")[0])
+        old_hw = create_topics(cluster, "late", 20)
+        stream(spark, cluster, sink, checkpoint)
+        old = [r.offset for r in spark.read.parquet(str(sink)).orderBy("offset").collect()]
+        # From the log start offset (before it: snapshots) to the high watermark, which broker
+        # registrations may have moved past old_hw meanwhile.
+        assert old == list(range(old[0], old[-1] + 1)) and old[-1] + 1 >= old_hw > snapshot_end
+        cluster.stop()
+        for node in cluster.nodes.values():
+            kraft_cli("restore", "--snapshot", str(backup), "--config", str(node.config_path), "--epoch", "100")
+        cluster.start()
+        new_hw = create_topics(cluster, "restored", 3)
+
+        with pytest.raises(Exception, match=f"first diverging offset {snapshot_end}"):
+            stream(spark, cluster, sink, checkpoint)
+        assert spark.read.parquet(str(sink)).count() == len(old)  # nothing of the new history
+
+        stream(spark, cluster, sink, checkpoint, failOnDataLoss="false")
+        rows = spark.read.parquet(str(sink)).orderBy("offset", "leaderEpoch").collect()
+        new = [r for r in rows if r.leaderEpoch >= 101]
+        assert [r.offset for r in new] == list(range(snapshot_end, new_hw))
+        assert len(rows) == len(old) + len(new)
+    finally:
+        cluster.stop()
+

@@ -14,17 +14,9 @@ from kraft.client import (
     OffsetOutOfRangeError,
     TopicPartition,
 )
-from kraft.protocol import ErrorCode
-from tests.server.cluster_helpers import create_topic, describe_quorum, leader, wait_for
+from tests.server.cluster_helpers import create_topics, leader, wait_for
 
 TP = TopicPartition("__cluster_metadata", 0)
-
-
-def write(cluster: LocalCluster, prefix: str, n: int) -> int:
-    leader_id, _ = leader(cluster)
-    for i in range(n):
-        assert create_topic(cluster.nodes[leader_id].client_port, f"{prefix}-{i}").error_code == ErrorCode.none
-    return describe_quorum(cluster, leader_id).high_watermark
 
 
 def read_to(consumer: Consumer, hw: int) -> list[ConsumerRecord]:
@@ -39,7 +31,7 @@ def failed_over(tmp_path_factory):
     cluster = LocalCluster(tmp_path_factory.mktemp("cluster"), voters=3, observers=0)
     cluster.start()
     try:
-        first_hw = write(cluster, "before", 5)
+        first_hw = create_topics(cluster, "before", 5)
         with Consumer(cluster.bootstrap_servers(), auto_offset_reset="earliest", include_control=True,
                       fetch_max_wait_ms=100) as consumer:
             consumer.assign([TP])
@@ -48,7 +40,7 @@ def failed_over(tmp_path_factory):
             cluster.kill(old_leader)
             new_leader, new_epoch = leader(cluster, exclude=(old_leader,))
             assert new_epoch > old_epoch
-            hw = write(cluster, "after", 5)
+            hw = create_topics(cluster, "after", 5)
             after = read_to(consumer, hw)  # raises if the failover looked like a truncation
             stored = consumer.next_offsets()[TP]
         yield cluster, before, after, old_epoch, new_epoch, stored
@@ -68,7 +60,7 @@ def test_a_failover_is_read_through_without_gaps_duplicates_or_errors(failed_ove
 
 def test_resuming_from_stored_offsets_continues_exactly_there(failed_over):
     cluster, _, after, _, _, stored = failed_over
-    hw = write(cluster, "resumed", 2)
+    hw = create_topics(cluster, "resumed", 2)
     with Consumer(cluster.bootstrap_servers(), auto_offset_reset="none", include_control=True,
                   fetch_max_wait_ms=100) as consumer:
         consumer.assign([TP])

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as RdTopicPartition
@@ -18,26 +17,12 @@ from kafka.errors import LogTruncationError as KpLogTruncationError
 
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer, LogTruncationError, TopicPartition
-from kraft.protocol import ErrorCode
 from kraft.storage import FileLog
-from tests.server.cluster_helpers import create_topic, describe_quorum, leader, wait_for
+from tests.server.cluster_helpers import create_topics, kraft_cli, leader, wait_for
 
 TOPIC = "__cluster_metadata"
 SNAPSHOTS = {"metadata.log.max.record.bytes.between.snapshots": "3000",
              "metadata.snapshot.min.changed_records.ratio": "0"}
-
-
-def kraft(*args: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "kraft.cli", *args], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-
-
-def write(cluster: LocalCluster, prefix: str, n: int) -> int:
-    """n topics through the leader; returns the high watermark once they are committed."""
-    leader_id, _ = leader(cluster)
-    for i in range(n):
-        assert create_topic(cluster.nodes[leader_id].client_port, f"{prefix}-{i}").error_code == ErrorCode.none
-    return describe_quorum(cluster, leader_id).high_watermark
 
 
 class Readers:
@@ -126,7 +111,7 @@ def test_restore_from_a_snapshot_backup_is_detected_by_every_consumer(tmp_path):
     readers = None
     try:
         cluster.start()
-        write(cluster, "early", 30)
+        create_topics(cluster, "early", 30)
         leader_id, _ = leader(cluster)
         wait_for(lambda: list(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint")), what="a snapshot")
         backup = tmp_path / "backup"
@@ -134,15 +119,15 @@ def test_restore_from_a_snapshot_backup_is_detected_by_every_consumer(tmp_path):
         latest = sorted(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint"))[-1]
         shutil.copy2(latest, backup / latest.name)
         snapshot_end = int(latest.name.split("-")[0])
-        hw = write(cluster, "late", 20)
+        hw = create_topics(cluster, "late", 20)
         assert hw > snapshot_end
         readers = Readers(cluster, hw)
         cluster.stop()
         for node in cluster.nodes.values():
-            kraft("restore", "--snapshot", str(backup / latest.name), "--config", str(node.config_path), "--epoch", "100")
+            kraft_cli("restore", "--snapshot", str(backup / latest.name), "--config", str(node.config_path), "--epoch", "100")
         cluster.start()
         assert leader(cluster)[1] >= 101
-        write(cluster, "restored", 3)
+        create_topics(cluster, "restored", 3)
         readers.detect(snapshot_end, new_epoch=101)
     finally:
         if readers is not None:
@@ -155,19 +140,19 @@ def test_unclean_recovery_from_a_lagging_survivor_is_detected_by_every_consumer(
     readers = None
     try:
         cluster.start()
-        write(cluster, "everyone", 5)
+        create_topics(cluster, "everyone", 5)
         cluster.stop(3)  # node 3 falls behind: it will be the only survivor
         survivor_log = FileLog(cluster.nodes[3].partition_dir)
         survivor_end = survivor_log.end_offset
         survivor_log.close()
-        hw = write(cluster, "majority-only", 10)
+        hw = create_topics(cluster, "majority-only", 10)
         assert hw > survivor_end
         readers = Readers(cluster, hw)
         old_epoch = leader(cluster, exclude=(3,))[1]
         cluster.stop()
         # Nodes 1 and 2 lost their disks: every node takes node 3's log.
         for node in cluster.nodes.values():
-            kraft("recover", "--from", str(cluster.nodes[3].data_dir), "--config", str(node.config_path))
+            kraft_cli("recover", "--from", str(cluster.nodes[3].data_dir), "--config", str(node.config_path))
         cluster.start()
         assert leader(cluster)[1] > old_epoch
         readers.detect(survivor_end, new_epoch=old_epoch + 1)
@@ -181,7 +166,7 @@ def test_restore_refuses_an_epoch_that_is_not_new(tmp_path):
     cluster = LocalCluster(tmp_path / "cluster", voters=1, observers=0, overrides=SNAPSHOTS)
     try:
         cluster.start()
-        write(cluster, "t", 30)
+        create_topics(cluster, "t", 30)
         wait_for(lambda: list(cluster.nodes[1].partition_dir.glob("*.checkpoint")), what="a snapshot")
         snapshot = sorted(cluster.nodes[1].partition_dir.glob("*.checkpoint"))[-1]
         backup = tmp_path / snapshot.name

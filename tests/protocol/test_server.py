@@ -9,7 +9,6 @@ from aiokafka.conn import create_conn
 from aiokafka.protocol.admin import ApiVersionRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kio.schema.describe_quorum.v1.response import DescribeQuorumResponse
-from kio.static.primitive import i16
 
 from kraft.protocol import ErrorCode, KafkaServer, encode_request, request_class
 

@@ -11,7 +11,7 @@ from kraft.raft import Role
 from kraft.raft import messages as m
 from kraft.raft.metrics import SnapshotMetrics
 from kraft.raft.snapshot_policy import SnapshotPolicy
-from kraft.storage import ElectionState, FileLog, FileSnapshotStore, MemoryLog, SnapshotError, SnapshotId
+from kraft.storage import ElectionState, FileLog, FileSnapshotStore, SnapshotError, SnapshotId
 
 from .conftest import Node, Send, follower_batch, leader_node, partition, records
 

@@ -1,6 +1,8 @@
 """Talking to a LocalCluster from tests: find the leader, create topics, read quorum state."""
 
 import asyncio
+import subprocess
+import sys
 import time
 import urllib.request
 from datetime import timedelta
@@ -86,3 +88,17 @@ def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
             return
         time.sleep(0.1)
     raise TimeoutError(f"timed out waiting for {what}")
+
+
+def create_topics(cluster: LocalCluster, prefix: str, n: int) -> int:
+    """n topics through the leader; the high watermark once they are committed."""
+    leader_id, _ = leader(cluster)
+    for i in range(n):
+        assert create_topic(cluster.nodes[leader_id].client_port, f"{prefix}-{i}").error_code == ErrorCode.none
+    return describe_quorum(cluster, leader_id).high_watermark
+
+
+def kraft_cli(*args: str) -> None:
+    """Runs `kraft ARGS` to success."""
+    out = subprocess.run([sys.executable, "-m", "kraft.cli", *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr

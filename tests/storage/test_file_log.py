@@ -5,7 +5,6 @@ import logging
 import os
 import random
 import socket
-import struct
 
 import pytest
 
@@ -33,7 +32,6 @@ def fill(log, batches=10, epochs=(1, 2)):
 
 
 def values(log):
-    data = log.read(log.start_offset, 1 << 30)
     out = []
     offset = log.start_offset
     while offset < log.end_offset:

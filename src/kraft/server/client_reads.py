@@ -149,8 +149,16 @@ class ClientReads:
         return self._locate(partition, name, topic_id) or self._fence(current_leader_epoch)
 
     def _leader_and_epoch(self) -> dict[str, int]:
+        """The leader and its epoch, or both unknown (-1) while no leader is known or the
+        leader is not among the brokers a client can reach (a restarted node learns their
+        endpoints only as it replays the log). A leader given without an endpoint, or an
+        epoch without a leader (a candidate's, the one the next leader takes), would make
+        the leader's arrival look like no change, and librdkafka validates its position
+        with OffsetForLeaderEpoch only on an epoch change."""
         core = self.core
-        return {"leader_id": core.leader_id if core.leader_id is not None else NO_LEADER, "leader_epoch": core.epoch}
+        if core.leader_id is None or core.leader_id not in self._brokers():
+            return {"leader_id": NO_LEADER, "leader_epoch": NO_EPOCH}
+        return {"leader_id": core.leader_id, "leader_epoch": core.epoch}
 
     # ---------------------------------------------------------------- epochs of offsets
 
@@ -178,25 +186,31 @@ class ClientReads:
 
     def _brokers(self) -> dict[int, dict[str, Any]]:
         """The brokers of the image a client may use, by id, at their endpoint of this
-        listener's name: the unfenced ones, and the Raft leader even if it is fenced (it
-        serves the metadata log whatever its broker state)."""
+        listener's name: the unfenced ones, the Raft leader even if it is fenced (it serves
+        the metadata log whatever its broker state), and the node answering, which is
+        alive: while a restarted cluster elects a leader and its brokers are still fenced,
+        a client keeps a broker to ask again (librdkafka, left with none, stops asking)."""
         listener = self.node.config.client_listener
         assert listener is not None
         found: dict[int, dict[str, Any]] = {}
+        me = self.node.config.node_id
         for broker in self.image.brokers.values():
             endpoint = next((e for e in broker.endpoints if e.name == listener.name), None)
-            if endpoint is not None and (not broker.fenced or broker.id == self.core.leader_id):
+            if endpoint is not None and (not broker.fenced or broker.id in (self.core.leader_id, me)):
                 found[broker.id] = {"node_id": broker.id, "host": endpoint.host, "port": endpoint.port,
                                     "rack": broker.rack}
+        if me not in found and self.node.client_address is not None:  # not in the image (yet)
+            host, port = self.node.client_address
+            found[me] = {"node_id": me, "host": host, "port": port, "rack": None}
         return dict(sorted(found.items()))
 
     def _log_topic(self) -> dict[str, Any]:
-        core = self.core
-        voters = sorted(core.config.voters)
+        voters = sorted(self.core.config.voters)
+        leader = self._leader_and_epoch()
         partition = {
-            "error_code": ErrorCode.none if core.leader_id is not None else ErrorCode.leader_not_available,
+            "error_code": ErrorCode.none if leader["leader_id"] != NO_LEADER else ErrorCode.leader_not_available,
             "partition_index": METADATA_PARTITION,
-            **self._leader_and_epoch(),
+            **leader,
             "replica_nodes": voters,
             "isr_nodes": voters,
             "offline_replicas": [],

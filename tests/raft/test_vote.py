@@ -107,3 +107,45 @@ def test_a_granted_vote_restarts_the_election_timer():
     n.request(vote(epoch=1, candidate=2))
     n.advance(10)
     assert n.core.role == Role.VOTED
+
+
+def split_candidate():
+    """Node 1, candidate of epoch 1 in a three-voter quorum, with its Vote requests out."""
+    n = Node(1, election_timeout_ms=1000, election_backoff_max_ms=100)
+    n.advance(n.core._election_deadline)
+    assert n.core.role == Role.CANDIDATE
+    return n, {s.destination: s for s in n.sends(m.VoteRequest)}
+
+
+def test_a_candidate_refused_by_one_voter_and_unable_to_reach_the_other_backs_off_at_once():
+    """The leader died and the other follower campaigns too: one refusal and one refused
+    connection already make a majority this candidate cannot get, so it backs off and
+    tries again without waiting out its election timeout."""
+    n, votes = split_candidate()
+    deadline = n.core._election_deadline
+    n.core.handle_send_failure(votes[3].request_id, n.now)  # the dead leader's port
+    n.core.handle_response(votes[2].request_id, m.vote_response(ErrorCode.none, -1, 1, False), n.now)
+    n.advance(n.config.election_backoff_max_ms + 1)
+    assert n.core.role == Role.CANDIDATE and n.core.epoch == 2, "a new round, long before the timeout"
+    assert n.now < deadline
+
+
+def test_a_refusal_alone_is_not_a_lost_election():
+    n, votes = split_candidate()
+    deadline = n.core._election_deadline
+    n.core.handle_response(votes[2].request_id, m.vote_response(ErrorCode.none, -1, 1, False), n.now)
+    n.advance(n.config.election_backoff_max_ms + 1)
+    assert n.core.epoch == 1, "voter 3 may still grant"
+    n.now = deadline
+    n.advance(0)  # the election timed out: back off
+    n.advance(n.config.election_backoff_max_ms + 1)
+    assert n.core.epoch == 2
+
+
+def test_a_voter_that_answers_after_a_failed_send_counts_again():
+    n, votes = split_candidate()
+    n.core.handle_send_failure(votes[3].request_id, n.now)
+    n.advance(n.config.retry_backoff_ms)
+    (retry,) = [s for s in n.sends(m.VoteRequest) if s.destination == 3]
+    n.core.handle_response(retry.request_id, m.vote_response(ErrorCode.none, -1, 1, True), n.now)
+    assert n.core.role == Role.LEADER

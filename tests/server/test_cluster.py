@@ -80,8 +80,11 @@ def test_sigkill_of_the_leader_under_write_load_loses_no_acknowledged_write(clus
     cluster.start(leader_id)
     p = describe_quorum(cluster, new_leader)
     hw = p.high_watermark
-    wait_for(lambda: all(s.log_end_offset >= hw for s in describe_quorum(cluster, new_leader).current_voters),
-             what="the old leader catching up")
+    def caught_up() -> bool:
+        p = describe_quorum(cluster, new_leader)
+        return all(s.log_end_offset >= hw for s in (*p.current_voters, *p.observers))
+
+    wait_for(caught_up, what="the old leader and the observer catching up")
     cluster.stop()
     for node in cluster.nodes.values():
         names = topics_in_log(node.partition_dir)

@@ -1,6 +1,7 @@
 """`kraft server start` and `kraft storage format|random-uuid`."""
 
 import asyncio
+import ctypes
 import logging
 import signal
 import sys
@@ -39,6 +40,27 @@ async def run_node(node: KraftNode) -> None:
     await node.stop(graceful=node.failure is None)
 
 
+# glibc mallopt parameters
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def keep_large_buffers() -> None:
+    """Lets freed large buffers be reused instead of handed back to the OS.
+
+    A node allocates and frees buffers of megabytes all the time (Fetch and FetchSnapshot
+    frames, snapshot chunks, record batches). By default glibc maps each one afresh and
+    unmaps it on free, so every new one page-faults its way in again: 5 ms for a 10 MiB
+    chunk on the benchmark machine, more than copying it. With these thresholds the heap
+    keeps up to 512 MiB of freed memory for reuse. Only where the C library is glibc.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, 64 << 20)
+        libc.mallopt(_M_TRIM_THRESHOLD, 512 << 20)
+    except (OSError, AttributeError):
+        pass
+
+
 def server_start(config_path: str) -> int:
     try:
         config = read_config(config_path)
@@ -46,6 +68,7 @@ def server_start(config_path: str) -> int:
         print(f"kraft server start: {e}", file=sys.stderr)
         return 1
     configure_logging(config.node_id)
+    keep_large_buffers()
     try:
         node = KraftNode(config)
     except StorageNotFormattedError as e:

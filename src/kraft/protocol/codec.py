@@ -111,10 +111,17 @@ def encode_request(request: Any, correlation_id: int, client_id: str | None) -> 
     return frame(encode(header), encode(request))
 
 
-def decode_response(frame_body: bytes, response_cls: type) -> tuple[int, Any]:
-    """Parses a response frame (without size prefix) into (correlation_id, response)."""
+def decode_response(frame_body: bytes | memoryview, response_cls: type, zero_copy: bool = False) -> tuple[int, Any]:
+    """Parses a response frame (without size prefix) into (correlation_id, response). With
+    `zero_copy`, record sets are views of `frame_body` (see kraft.protocol.tagged)."""
     header, pos = decode(response_cls.__header_schema__, frame_body)
-    response, pos = decode(response_cls, frame_body, pos)
+    if zero_copy:
+        try:
+            response, pos = read_entity(response_cls, memoryview(frame_body), pos, zero_copy=True)
+        except Exception as e:
+            raise MalformedFrameError(f"{response_cls.__name__} does not parse: {e}") from None
+    else:
+        response, pos = decode(response_cls, frame_body, pos)
     if pos != len(frame_body):
         raise MalformedFrameError(f"{response_cls.__name__}: {len(frame_body) - pos} bytes left over")
     return header.correlation_id, response

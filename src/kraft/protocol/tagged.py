@@ -1,9 +1,15 @@
-"""Decoding that tolerates tagged fields this build does not know.
+"""Decoding that tolerates tagged fields this build does not know, and that can leave
+record sets in place.
 
 kio's native reader raises KeyError on an unknown tag. Kafka's rule is that readers skip
 tags they do not know (that is what makes tagged fields safe to add), so on that error we
 re-read the message here, walking kio's own schema classes: known fields through kio's
 readers, nested structs recursively, unknown tags skipped by their length.
+
+With `zero_copy`, a `records` field (Fetch's records, FetchSnapshot's unaligned_records) is
+a read-only view of the frame instead of a copy: a 10 MiB snapshot chunk then goes from
+the socket buffer to the file without another pass through memory. The frame's buffer
+must stay untouched while the views live (the connection checks that before reusing it).
 """
 
 from dataclasses import Field, fields
@@ -15,6 +21,7 @@ from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 from kio.serial.readers import (
     read_compact_array_length,
     read_int8,
+    read_int32,
     read_legacy_array_length,
     read_unsigned_varint,
 )
@@ -22,9 +29,27 @@ from kio.serial.readers import (
 Plan = tuple[list[tuple[Field, Any]], dict[int, tuple[Field, Any]]]
 
 
+def _records_view(flexible: bool) -> Any:
+    """A reader of a nullable `records` field that returns a view of the buffer."""
+
+    def read(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
+        if flexible:
+            length, size = read_unsigned_varint(buf, pos)
+            length -= 1
+        else:
+            length, size = read_int32(buf, pos)
+        if length < 0:
+            return None, size
+        if pos + size + length > len(buf):
+            raise ValueError(f"records of {length} bytes run past the end of the frame")
+        return buf[pos + size : pos + size + length], size + length
+
+    return read
+
+
 @cache
-def _plan(cls: type) -> Plan:
-    """For each field, either kio's reader (primitives) or a marker to recurse (structs)."""
+def _plan(cls: type, zero_copy: bool = False) -> Plan:
+    """For each field, either a reader (primitives) or a marker to recurse (structs)."""
     is_header = cls.__name__ == "RequestHeader"
     plain: list[tuple[Field, Any]] = []
     tagged: dict[int, tuple[Field, Any]] = {}
@@ -33,6 +58,8 @@ def _plan(cls: type) -> Plan:
         kind = classify_field(f)
         if isinstance(kind, EntityField | EntityTupleField):
             how: Any = kind
+        elif zero_copy and f.metadata.get("kafka_type") == "records":
+            how = _records_view(cls.__flexible__)
         else:
             how = get_field_reader(cls, f, is_header, tag is not None)
         if tag is None:
@@ -42,7 +69,9 @@ def _plan(cls: type) -> Plan:
     return plain, tagged
 
 
-def _read_field(cls: type, f: Field, how: Any, buf: memoryview, pos: int, is_tag: bool) -> tuple[Any, int]:
+def _read_field(
+    cls: type, f: Field, how: Any, buf: memoryview, pos: int, is_tag: bool, zero_copy: bool
+) -> tuple[Any, int]:
     if isinstance(how, EntityTupleField):
         reader = read_compact_array_length if cls.__flexible__ else read_legacy_array_length
         n, size = reader(buf, pos)
@@ -51,7 +80,7 @@ def _read_field(cls: type, f: Field, how: Any, buf: memoryview, pos: int, is_tag
             return None, pos
         items = []
         for _ in range(n):
-            item, pos = read_entity(how.type_, buf, pos)
+            item, pos = read_entity(how.type_, buf, pos, zero_copy)
             items.append(item)
         return tuple(items), pos
     if isinstance(how, EntityField):
@@ -60,17 +89,17 @@ def _read_field(cls: type, f: Field, how: Any, buf: memoryview, pos: int, is_tag
             pos += size
             if marker < 0:
                 return None, pos
-        return read_entity(how.type_, buf, pos)
+        return read_entity(how.type_, buf, pos, zero_copy)
     value, size = how(buf, pos)
     return value, pos + size
 
 
-def read_entity(cls: type, buf: memoryview, pos: int) -> tuple[Any, int]:
+def read_entity(cls: type, buf: memoryview, pos: int, zero_copy: bool = False) -> tuple[Any, int]:
     """Reads one `cls` at `pos`, skipping unknown tagged fields; returns it and the end position."""
-    plain, tagged = _plan(cls)
+    plain, tagged = _plan(cls, zero_copy)
     values: dict[str, Any] = {}
     for f, how in plain:
-        values[f.name], pos = _read_field(cls, f, how, buf, pos, False)
+        values[f.name], pos = _read_field(cls, f, how, buf, pos, False, zero_copy)
     if cls.__flexible__:
         count, size = read_unsigned_varint(buf, pos)
         pos += size
@@ -81,6 +110,6 @@ def read_entity(cls: type, buf: memoryview, pos: int) -> tuple[Any, int]:
             pos += size
             if tag in tagged:
                 f, how = tagged[tag]
-                values[f.name], _ = _read_field(cls, f, how, buf, pos, True)
+                values[f.name], _ = _read_field(cls, f, how, buf, pos, True, zero_copy)
             pos += length
     return cls(**values), pos

@@ -135,6 +135,7 @@ class RaftCore:
         self._fetch_deadline = 0
         self._votes_granted: set[int] = set()
         self._votes_rejected: set[int] = set()
+        self._votes_unreachable: set[int] = set()  # voters whose Vote request failed to be sent
         self._leader: LeaderState | None = None
         self._end_quorum_acked: set[int] = set()
         self._successors: tuple[int, ...] = ()
@@ -225,6 +226,8 @@ class RaftCore:
         destination = self._complete_request(request_id)
         if destination is not None:
             self._retry_at[destination] = now + self.config.retry_backoff_ms
+            if self.role == Role.CANDIDATE and destination in self.config.voters:
+                self._votes_unreachable.add(destination)
         self._poll(now)
 
     def handle_flush(self, now: int) -> None:
@@ -347,6 +350,7 @@ class RaftCore:
     def _start_candidacy_round(self, now: int) -> None:
         self._votes_granted = {self.node_id}
         self._votes_rejected = set()
+        self._votes_unreachable = set()
         self._backoff_until = None
         self._election_deadline = now + self._random_election_timeout()
         self._maybe_win(now)
@@ -597,7 +601,11 @@ class RaftCore:
                 self._become_candidate(now)
                 self._poll(now)
             return
-        if now >= self._election_deadline or len(self._votes_rejected) >= self.config.majority:
+        # Lost: the election timed out, or a majority refused or cannot be reached (a dead
+        # leader's port refuses at once; with one peer refusing because it voted for itself,
+        # a three-voter quorum would otherwise wait out the whole election timeout).
+        lost = len(self._votes_rejected | self._votes_unreachable) >= self.config.majority
+        if now >= self._election_deadline or lost:
             backoff = self.rng.randrange(self.config.election_backoff_max_ms + 1)
             self._backoff_until = now + backoff
             return
@@ -905,6 +913,7 @@ class RaftCore:
         if p.error_code != ErrorCode.none:
             self._retry_at[source] = now + self.config.retry_backoff_ms
             return
+        self._votes_unreachable.discard(source)
         if p.vote_granted:
             self._votes_granted.add(source)
             self._maybe_win(now)

@@ -6,14 +6,40 @@ commit latency, and the bytes moved by Fetch and FetchSnapshot.
 """
 
 import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import InfoMetricFamily
+from prometheus_client.registry import Collector
+
+from kraft.metadata import MetadataImage
 
 from kraft.raft import RaftCore
 from kraft.raft.metrics import SnapshotMetrics
 
 log = logging.getLogger("kraft.server")
+
+
+class ImageCollector(Collector):
+    """kraft_metadata_image_info{offset, digest}: the image this node's state machine has
+    reached, so nodes can be compared from outside. The digest hashes the whole image, which
+    takes a while for a large one: it is computed when the endpoint is scraped (in the HTTP
+    server's thread; images are immutable) and kept until the image changes, never on the
+    node's event loop or on a timer that would load an idle node."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], MetadataImage | None] = lambda: None
+        self._seen: tuple[MetadataImage, str] | None = None
+
+    def collect(self) -> Iterator[InfoMetricFamily]:
+        image = self.source()
+        if image is None:
+            return
+        if self._seen is None or self._seen[0] is not image:
+            self._seen = (image, image.digest())
+        yield InfoMetricFamily("kraft_metadata_image", "The metadata image: the offset it reflects and a digest "
+                               "of its content", value={"offset": str(image.offset), "digest": self._seen[1]})
 
 
 class NodeMetrics:
@@ -43,9 +69,8 @@ class NodeMetrics:
             "kraft_latest_snapshot_end_offset", "End offset of the latest snapshot (-1: none)", registry=r
         )
         self.latest_snapshot_epoch = Gauge("kraft_latest_snapshot_epoch", "Epoch of the latest snapshot", registry=r)
-        self.image = Info(
-            "kraft_metadata_image", "The metadata image: the offset it reflects and a digest of its content", registry=r
-        )
+        self.image = ImageCollector()
+        r.register(self.image)
         self.port: int | None = None
         self._server: Any = None
 

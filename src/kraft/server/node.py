@@ -127,6 +127,8 @@ class KraftNode:
             election_timeout_ms=c["controller.quorum.election.timeout.ms"],
             election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],
             fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
+            # A parked Fetch must come back well before the follower's fetch timeout.
+            fetch_max_wait_ms=min(500, c["controller.quorum.fetch.timeout.ms"] // 2),
             request_timeout_ms=c["controller.quorum.request.timeout.ms"],
             retry_backoff_ms=c["controller.quorum.retry.backoff.ms"],
             append_linger_ms=c["controller.quorum.append.linger.ms"],
@@ -174,7 +176,7 @@ class KraftNode:
         if c["kraft.metrics.port"] >= 0:
             self.metrics.serve(c["kraft.metrics.host"], c["kraft.metrics.port"])
         self._spawn(self._timer())
-        self._spawn(self._publish_image())
+        self.metrics.image.source = lambda: self.controller.cache.image
         self.client_api.start()
         self.step(lambda core, now: core.tick(now))
         log.info(
@@ -320,18 +322,6 @@ class KraftNode:
                 pass
             if core.next_deadline() <= self.now():
                 self.step(lambda c, now: c.tick(now))
-
-    async def _publish_image(self) -> None:
-        """The image's digest on the metrics endpoint, so nodes can be compared from outside.
-        Hashing a large image takes a while: a worker thread does it, at most once a second."""
-        published = None
-        while not self.stopping:
-            image = self.controller.cache.image
-            if image.offset != published:
-                digest = await asyncio.to_thread(image.digest)
-                self.metrics.image.info({"offset": str(image.offset), "digest": digest})
-                published = image.offset
-            await asyncio.sleep(1.0)
 
     async def _flush(self) -> None:
         """Group commit: one fsync, in a worker thread, for every append made before it began."""

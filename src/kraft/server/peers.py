@@ -2,8 +2,9 @@
 
 One connection per peer, made on first use and made again after it breaks, with an
 exponential backoff between attempts (reconnect.backoff.ms 50 to reconnect.backoff.max.ms
-1000, Kafka's defaults). A request that cannot be sent, or whose connection breaks, is
-reported to the core as a send failure; the core decides when to try again.
+1000, Kafka's defaults). A request that cannot be sent (no connection, or one not to be
+tried again yet), or whose connection breaks, is reported to the core as a send failure
+at once; the core decides when to try again.
 """
 
 import asyncio
@@ -45,7 +46,11 @@ class Peer:
     async def _connect(self) -> KafkaConnection:
         wait = self._next_attempt - time.monotonic()
         if wait > 0:
-            await asyncio.sleep(wait)
+            # Fail now rather than hold the request through the backoff: the core learns at
+            # once that the peer is unreachable (a candidate counts that, see RaftCore), and
+            # the next attempt to connect still waits for the backoff to pass.
+            raise ConnectionError(f"node {self.node_id} at {self.endpoint}: unreachable, next attempt in "
+                                  f"{wait * 1000:.0f} ms")
         try:
             self.connection = await KafkaConnection.connect(
                 self.endpoint.host, self.endpoint.port, client_id=self.client_id, timeout=2.0

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kraft.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
+from kraft.storage.fsutil import pwrite_all
 from kraft.storage.types import SharedFd
 
 log = logging.getLogger("kraft.storage")
@@ -130,9 +131,7 @@ class Segment:
         """Appends validated batches; `headers` carry positions within `data`."""
         base = self.size
         view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += os.pwrite(self.file.fd, view[written:], base + written)
+        pwrite_all(self.file.fd, view, base)
         shift = base - headers[0].position
         for h in headers:
             self._maybe_index(h, h.position + shift)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kraft.records import Compression
 from kraft.storage.errors import SnapshotError, SnapshotNotFoundError
-from kraft.storage.fsutil import fsync_dir
+from kraft.storage.fsutil import fsync_dir, pwrite_all
 from kraft.storage.log import ReplicatedLog
 from kraft.storage.snapshot import (
     CHECKPOINT_SUFFIX,
@@ -85,9 +85,11 @@ class SnapshotStore(ABC):
             compression=compression,
         )
 
+    write_behind = False  # whether a fetched chunk is written by a background thread
+
     def create_raw_writer(self, snapshot_id: SnapshotId) -> RawSnapshotWriter:
         """A writer for a snapshot fetched from the leader chunk by chunk."""
-        return RawSnapshotWriter(self._start(snapshot_id))
+        return RawSnapshotWriter(self._start(snapshot_id), write_behind=self.write_behind)
 
     def _start(self, snapshot_id: SnapshotId) -> "_StorePart":
         if snapshot_id in self._ids:
@@ -169,10 +171,14 @@ class _StorePart(SnapshotPart):
 class FileSnapshotStore(SnapshotStore):
     """Snapshots as `.checkpoint` files in a partition directory.
 
+    A fetched snapshot's chunks are written behind the fetch (RawSnapshotWriter).
+
     Opening cleans up after a crash: a `.part` is a snapshot that was never frozen (its
     rename did not happen) and a `.deleted` one whose deletion was cut short; both go.
     A `.checkpoint` whose name does not parse is left alone, with a warning.
     """
+
+    write_behind = True
 
     def __init__(self, directory: Path | str) -> None:
         super().__init__()
@@ -231,9 +237,7 @@ class _FilePart(_StorePart):
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
 
     def _write(self, view: memoryview) -> None:
-        written = 0
-        while written < len(view):
-            written += os.pwrite(self._fd, view[written:], self.size + written)
+        pwrite_all(self._fd, view, self.size)
 
     def contents(self) -> bytes | mmap.mmap:
         return mmap.mmap(self._fd, self.size, access=mmap.ACCESS_READ) if self.size else b""

@@ -27,6 +27,7 @@ from cluster_load import RECORD_BYTES, VALUE_POOL, Window, serve
 from kraft.metadata import ConfigResourceType, encode_record
 from kraft.metadata.records import ConfigRecord
 from kraft.raft import NotLeaderError, RaftCore
+from kraft.cli.server_cmd import keep_large_buffers
 from kraft.server.config import read_config
 from kraft.server.node import KraftNode
 
@@ -128,6 +129,7 @@ async def run(config_path: str) -> None:
         level=logging.INFO, stream=sys.stderr,
         format=f"%(asctime)s %(levelname)s [node {config.node_id}] %(name)s: %(message)s",
     )
+    keep_large_buffers()
     node = KraftNode(config)
     await node.start()
     load = LoadGenerator(node)

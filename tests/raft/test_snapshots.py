@@ -397,24 +397,31 @@ def test_commits_keep_flowing_while_a_large_snapshot_is_written(tmp_path):
     leader.advance(0)
     leader.flush()
     writer = leader.core.create_snapshot(leader.core.snapshot_id_at(leader.log.end_offset), 0)
-    done = threading.Event()
+    halfway, committed = threading.Event(), threading.Event()
 
     def write_big_snapshot():
-        for _ in range(200):
-            writer.append([(None, b"y" * 1000)] * 500)  # 100 MB
+        for chunk in range(200):
+            writer.append([(None, b"y" * 1000)] * 500)  # 100 MB in all
+            if chunk == 100:
+                halfway.set()
+                # Stays in the middle of the snapshot until the leader has committed
+                # more; if the snapshot blocked the leader this would time out.
+                committed.wait(timeout=60)
         writer.freeze()
-        done.set()
 
     thread = threading.Thread(target=write_big_snapshot)
     thread.start()
-    commits_during = 0
-    while not done.is_set():
+    assert halfway.wait(timeout=60)
+    start = leader.core.high_watermark
+    for _ in range(25):
         leader.core.append(records(1), leader.now)
         leader.advance(1)
         leader.flush()
-        commits_during += 1
+    commits_during = leader.core.high_watermark - start
+    committed.set()
     thread.join()
-    assert commits_during > 20, f"only {commits_during} commits while the snapshot was written"
+    assert commits_during == 25, f"only {commits_during} commits while the snapshot was written"
+    assert leader.snapshots.latest() == writer.snapshot_id
     assert leader.core.high_watermark == leader.log.end_offset
 
 

@@ -61,6 +61,7 @@ from kraft.metadata.records import (
 )
 
 _EMPTY: immutables.Map = immutables.Map()
+_RESOURCE_TYPES = {t.value: t for t in ConfigResourceType}
 IndexChanges = dict[int, dict[bytes, tuple[int, ...] | None]]  # broker -> topic id -> partitions (None: gone)
 
 
@@ -361,10 +362,9 @@ class MetadataDelta:
             entries[key] = value
 
     def _config(self, r: ConfigRecord) -> None:
-        try:
-            kind = ConfigResourceType(r.resource_type)
-        except ValueError:
-            raise InvalidRecordError(f"ConfigRecord: unknown resource type {r.resource_type}") from None
+        kind = _RESOURCE_TYPES.get(r.resource_type)  # not ConfigResourceType(): 10x the cost
+        if kind is None:
+            raise InvalidRecordError(f"ConfigRecord: unknown resource type {r.resource_type}")
         self._set_config(ConfigResource(kind, r.resource_name), r.name, r.value)
 
     def _feature_level(self, r: FeatureLevelRecord) -> None:

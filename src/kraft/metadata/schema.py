@@ -282,6 +282,25 @@ def _tuple_getter(names: list[str]) -> Callable[[Any], tuple]:
     return attrgetter(*names)
 
 
+def _string_lines(var: str, nullable: bool) -> list[str]:
+    """Source lines that read a compact string into `var` (what _String.reader does)."""
+    return [
+        "    n = buf[pos]",
+        "    if n < 0x80:",
+        "        pos += 1",
+        "    else:",
+        "        n, pos = read_uvarint(buf, pos)",
+        "    if n == 0:",
+        f"        {var}, pos = _read_null({nullable}, 'string', pos)",
+        "    else:",
+        "        end = pos + n - 1",
+        "        if end > len(buf):",
+        "            raise ValueError(f'string of {n - 1} bytes runs past the end at byte {pos}')",
+        f"        {var} = buf[pos:end].decode()",
+        "        pos = end",
+    ]
+
+
 class Schema:
     """A message class's fields in wire order, compiled per version into a reader and a writer."""
 
@@ -332,21 +351,71 @@ class Schema:
         return steps, tagged
 
     def _compile_reader(self, version: int) -> Reader:
-        cls = self.cls
-        defaults = [default for _, _, default in self.fields]
+        """A reader made for this version: Python source with one statement per step,
+        strings inline and the usual empty tagged section as a one-byte check, compiled
+        once. Followers decode every committed record, so this loop is a node's hottest
+        code under write load (a ConfigRecord: 3.9 us with a generic loop over steps)."""
         steps, tagged_fields = self._plan(version)
-        read_steps = [(fmt, where, wf.type.reader(version, wf.nullable) if wf else None) for fmt, where, wf in steps]
+        env: dict[str, Any] = {
+            "cls": self.cls,
+            "read_uvarint": read_uvarint,
+            "read_tagged": self._tagged_reader(version, tagged_fields),
+            "_read_null": _read_null,
+            "len": len,
+        }
+        present = set()
+        lines = ["def read(buf, pos):"]
+        for k, (fmt, where, wf) in enumerate(steps):
+            if fmt is not None:
+                env[f"unpack{k}"] = fmt.unpack_from
+                names = "".join(f"v{i}, " for i in where)
+                lines += [f"    {names}= unpack{k}(buf, pos)", f"    pos += {fmt.size}"]
+                present.update(where)
+            elif wf.type is STRING:
+                lines += _string_lines(f"v{where}", wf.nullable)
+                present.add(where)
+            else:
+                env[f"read{k}"] = wf.type.reader(version, wf.nullable)
+                lines.append(f"    v{where}, pos = read{k}(buf, pos)")
+                present.add(where)
+        values = []
+        for i, (_, _, default) in enumerate(self.fields):
+            if i in present:
+                values.append(f"v{i}")
+            else:  # tagged, or not in this version: its default unless a tag sets it
+                env[f"d{i}"] = default
+                values.append(f"d{i}")
+        if tagged_fields:
+            lines += ["    values = [" + ", ".join(values) + "]", "    pos = read_tagged(buf, pos, values)",
+                      "    return cls(*values), pos"]
+        else:
+            make = self._constructor(env, values)
+            lines += ["    if buf[pos] == 0:", "        pos += 1", "    else:", "        pos = read_tagged(buf, pos, None)",
+                      *make, "    return o, pos"]
+        exec(compile("\n".join(lines), f"<{self.cls.__name__} v{version} reader>", "exec"), env)  # noqa: S102
+        return env["read"]
+
+    def _constructor(self, env: dict[str, Any], values: list[str]) -> list[str]:
+        """Source lines that build the message `o` from `values`. A frozen dataclass's
+        __init__ sets each field through object.__setattr__ (1.1 us for a ConfigRecord);
+        setting the slots directly gives the same object in half the time. Classes with a
+        __post_init__ or without slots are built through __init__."""
+        cls = self.cls
+        names = [name for name, _, _ in self.fields]
+        if "__slots__" not in cls.__dict__ or hasattr(cls, "__post_init__"):
+            return ["    o = cls(" + ", ".join(values) + ")"]
+        env["new"] = object.__new__
+        lines = ["    o = new(cls)"]
+        for i, (name, value) in enumerate(zip(names, values, strict=True)):
+            env[f"set{i}"] = cls.__dict__[name].__set__
+            lines.append(f"    set{i}(o, {value})")
+        return lines
+
+    def _tagged_reader(self, version: int, tagged_fields: list) -> Callable[[bytes, int, list | None], int]:
+        """Reads a tagged-field section into `values`; tags this build does not know are skipped."""
         tagged = {tag: (i, wf.type.reader(version, wf.nullable)) for tag, i, wf in tagged_fields}
 
-        def read(buf: bytes, pos: int) -> tuple[Any, int]:
-            values = defaults.copy()
-            for fmt, where, read_field in read_steps:
-                if fmt is not None:
-                    for i, v in zip(where, fmt.unpack_from(buf, pos)):
-                        values[i] = v
-                    pos += fmt.size
-                else:
-                    values[where], pos = read_field(buf, pos)
+        def read_tagged(buf: bytes, pos: int, values: list | None) -> int:
             count, pos = read_uvarint(buf, pos)
             for _ in range(count):
                 tag, pos = read_uvarint(buf, pos)
@@ -355,15 +424,15 @@ class Schema:
                 if end > len(buf):
                     raise ValueError(f"tagged field {tag} of {size} bytes runs past the end at byte {pos}")
                 known = tagged.get(tag)
-                if known is not None:
+                if known is not None and values is not None:
                     i, read_field = known
                     values[i], at = read_field(buf[:end], pos)
                     if at != end:
                         raise ValueError(f"tagged field {tag} declares {size} bytes but holds {at - pos}")
                 pos = end
-            return cls(*values), pos
+            return pos
 
-        return read
+        return read_tagged
 
     def _compile_writer(self, version: int) -> Writer:
         steps, tagged_fields = self._plan(version)

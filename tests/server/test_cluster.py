@@ -122,7 +122,9 @@ def test_graceful_stop_of_the_leader_hands_over_without_an_election_timeout(clus
     new_leader, new_epoch = leader(cluster, exclude=(leader_id,))
     elapsed = time.monotonic() - stopped_at
     assert new_epoch > epoch
-    assert elapsed < 0.5 + 1.0, f"{elapsed:.2f} s: EndQuorumEpoch should beat the election timeout"
+    # Without EndQuorumEpoch no follower could even begin an election before the fetch
+    # timeout (2 s by default) had passed without hearing from the leader.
+    assert elapsed < 2.0, f"{elapsed:.2f} s: EndQuorumEpoch should beat the fetch timeout"
     log_text = cluster.nodes[new_leader].log_path.read_text()
     assert "elected leader of epoch" in log_text
 

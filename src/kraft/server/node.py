@@ -154,6 +154,7 @@ class KraftNode:
             {n: ep for n, ep in c.voters.items() if n != self.node_id},
             f"kraft-node-{self.node_id}",
             c["controller.quorum.request.timeout.ms"],
+            c["controller.quorum.election.timeout.ms"],
         )
         max_frame = c["socket.request.max.bytes"]
         if c.is_voter:

@@ -2,7 +2,9 @@
 
 One connection per peer, made on first use and made again after it breaks, with an
 exponential backoff between attempts (reconnect.backoff.ms 50 to reconnect.backoff.max.ms
-1000, Kafka's defaults). A request that cannot be sent (no connection, or one not to be
+1000, Kafka's defaults, but at most a quarter of the election timeout: a voter that
+restarts without knowing the leader campaigns after one election timeout, and without
+PreVote its new epoch unseats a healthy leader, so the leader must reach it before then). A request that cannot be sent (no connection, or one not to be
 tried again yet), or whose connection breaks, is reported to the core as a send failure
 at once; the core decides when to try again.
 """
@@ -23,8 +25,9 @@ RECONNECT_BACKOFF_MAX_MS = 1000
 
 
 class Peer:
-    def __init__(self, node_id: int, endpoint: Endpoint, client_id: str) -> None:
+    def __init__(self, node_id: int, endpoint: Endpoint, client_id: str, backoff_max_ms: int) -> None:
         self.node_id = node_id
+        self.backoff_max_ms = backoff_max_ms
         self.endpoint = endpoint
         self.client_id = client_id
         self.connection: KafkaConnection | None = None
@@ -57,7 +60,7 @@ class Peer:
             )
         except (OSError, asyncio.TimeoutError) as e:
             self._failures += 1
-            backoff = min(RECONNECT_BACKOFF_MAX_MS, RECONNECT_BACKOFF_MS * 2 ** (self._failures - 1)) / 1000
+            backoff = min(self.backoff_max_ms, RECONNECT_BACKOFF_MS * 2 ** (self._failures - 1)) / 1000
             self._next_attempt = time.monotonic() + backoff
             if self._failures in (1, 10) or self._failures % 100 == 0:
                 log.info("cannot reach node %d at %s (%s); retrying", self.node_id, self.endpoint, e)
@@ -73,8 +76,10 @@ class Peer:
 
 
 class Peers:
-    def __init__(self, endpoints: dict[int, Endpoint], client_id: str, request_timeout_ms: int) -> None:
-        self._peers = {node: Peer(node, ep, client_id) for node, ep in endpoints.items()}
+    def __init__(self, endpoints: dict[int, Endpoint], client_id: str, request_timeout_ms: int,
+                 election_timeout_ms: int) -> None:
+        backoff_max_ms = max(RECONNECT_BACKOFF_MS, min(RECONNECT_BACKOFF_MAX_MS, election_timeout_ms // 4))
+        self._peers = {node: Peer(node, ep, client_id, backoff_max_ms) for node, ep in endpoints.items()}
         self.request_timeout_s = request_timeout_ms / 1000
         self._tasks: set[asyncio.Task] = set()
 

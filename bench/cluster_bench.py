@@ -12,10 +12,11 @@ Snapshot transfer: the voters start holding a ~200 MB snapshot (an image of topi
 configs) and an empty log after it; a new observer (process.roles=broker) with an empty
 disk fetches it with FetchSnapshot. Its rate against the raw operation it wraps: os.sendfile
 of the same file over a loopback TCP socket to a reader that writes it to a file on the
-same disk, and for reference to one that discards what it reads (each the best of three).
-A download that a change of leader
-cuts short starts again, so the fetch is timed from the first chunk asked for to the last
-one written (the observer's log lines), and the attempts are counted.
+same disk, and for reference to one that discards what it reads; the observer fetches
+the snapshot three times (from an empty disk each time) and each side gives its best of
+three. A download that a change of leader cuts short starts again, so the fetch is timed
+from the first chunk asked for to the last one written (the observer's log lines), and
+the attempts are counted.
 
 Failover: SIGKILL the leader of a LocalCluster (3 voters, its election timeout, and a fetch
 timeout equal to it), time
@@ -45,7 +46,7 @@ from pathlib import Path
 from cluster_load import MAX_RUN_S, RECORD_BYTES, percentile
 from common import RESULTS, print_table, write_results
 
-from kraft.cli.local_cluster import LOCAL_DEFAULTS, LocalCluster, free_port
+from kraft.cli.local_cluster import LOCAL_DEFAULTS, LocalCluster, LocalNode, free_port
 from kraft.metadata import ConfigResourceType, encode_record, image_from_records, snapshot_records
 from kraft.metadata.records import ConfigRecord
 from kraft.protocol import ErrorCode
@@ -320,35 +321,52 @@ def snapshot_transfer(directory: Path) -> dict:
         raw = raw_socket_seconds(source)
         observer.partition_dir.parent.mkdir(parents=True, exist_ok=True)
         raw_to_file = raw_socket_seconds(source, sink=observer.partition_dir.parent / "raw-transfer.bin")
-        started = time.time()
-        cluster.start(observer.node_id)
-        name = f"{sid.end_offset}-{sid.epoch}"
-        deadline = time.monotonic() + 300
-        while not (loaded := log_times(observer.log_path, f"loaded snapshot {name}")):
-            if time.monotonic() > deadline or not observer.running:
-                raise RuntimeError(f"the observer did not load snapshot {name}; see {observer.log_path}")
-            time.sleep(0.1)
-        attempts = log_times(observer.log_path, f"fetching snapshot {name} from leader")
-        done = log_times(observer.log_path, f"fetching snapshot {name}: 100%")[0]
+        trials = [observer_catch_up(cluster, observer, f"{sid.end_offset}-{sid.epoch}") for _ in range(RAW_ROUNDS)]
     finally:
         cluster.stop()
-    fetch = done - attempts[0]
-    last_attempt = done - max(t for t in attempts if t <= done)
+    best = min(trials, key=lambda t: t["fetch_s"])
     return {
         "snapshot_MB": size / 1e6,
-        "attempts": len(attempts),
-        "fetch_s": fetch,
-        "fetch_MB_s": size / fetch / 1e6,
-        "last_attempt_MB_s": size / max(last_attempt, 0.001) / 1e6,
+        "trials": len(trials),
+        "attempts": best["attempts"],
+        "fetch_s": best["fetch_s"],
+        "fetch_MB_s": size / best["fetch_s"] / 1e6,
+        "slowest_fetch_MB_s": size / max(t["fetch_s"] for t in trials) / 1e6,
+        "last_attempt_MB_s": size / max(best["last_attempt_s"], 0.001) / 1e6,
         "raw_socket_MB_s": size / raw / 1e6,
         "raw_to_file_MB_s": size / raw_to_file / 1e6,
-        "ratio_to_socket": raw / fetch,
-        "ratio": raw_to_file / fetch,
-        "observer_start_to_loaded_s": loaded[0] - started,
+        "ratio_to_socket": raw / best["fetch_s"],
+        "ratio": raw_to_file / best["fetch_s"],
+        "observer_start_to_loaded_s": best["start_to_loaded_s"],
     }
 
 
-# ---------------------------------------------------------------- failover
+def observer_catch_up(cluster: LocalCluster, observer: LocalNode, name: str) -> dict:
+    """Starts the observer on an empty log, times its FetchSnapshot of `name` from its
+    own log lines, and stops it again."""
+    shutil.rmtree(observer.partition_dir, ignore_errors=True)
+    started = time.time()
+
+    def since_start(fragment: str) -> list[float]:
+        return [t for t in log_times(observer.log_path, fragment) if t >= started]
+
+    cluster.start(observer.node_id)
+    try:
+        deadline = time.monotonic() + 300
+        while not (loaded := since_start(f"loaded snapshot {name}")):
+            if time.monotonic() > deadline or not observer.running:
+                raise RuntimeError(f"the observer did not load snapshot {name}; see {observer.log_path}")
+            time.sleep(0.1)
+        attempts = since_start(f"fetching snapshot {name} from leader")
+        done = since_start(f"fetching snapshot {name}: 100%")[0]
+    finally:
+        cluster.stop(observer.node_id)
+    return {
+        "attempts": len(attempts),
+        "fetch_s": done - attempts[0],
+        "last_attempt_s": done - max(t for t in attempts if t <= done),
+        "start_to_loaded_s": loaded[0] - started,
+    }
 
 
 def failover(directory: Path) -> dict:
@@ -414,8 +432,10 @@ def report(rows: list[dict] | None, snapshot: dict | None, fail: dict | None) ->
         targets |= met
     if snapshot is not None:
         print(f"\nSnapshot transfer to a new observer ({snapshot['snapshot_MB']:.0f} MB, FetchSnapshot chunks of "
-              f"replica.fetch.response.max.bytes), against os.sendfile over a loopback socket\n")
-        print_table([snapshot], ["snapshot_MB", "attempts", "fetch_s", "fetch_MB_s", "last_attempt_MB_s",
+              f"replica.fetch.response.max.bytes), against os.sendfile over a loopback socket; both the best "
+              f"of {RAW_ROUNDS}\n")
+        print_table([snapshot], ["snapshot_MB", "trials", "attempts", "fetch_s", "fetch_MB_s", "slowest_fetch_MB_s",
+                                 "last_attempt_MB_s",
                                  "raw_socket_MB_s", "raw_to_file_MB_s", "ratio_to_socket", "ratio",
                                  "observer_start_to_loaded_s"])
         print("\nratio = raw transfer time / fetch time. The raw transfer is the operation a fetch wraps: the file "

@@ -79,9 +79,12 @@ def write_log(directory: Path) -> None:
 
 def start_node(work: Path, log_dir: Path) -> LocalCluster:
     """A one-voter node whose log starts as a copy of `log_dir`; returned once it serves
-    the first RECORDS offsets as committed. Retention is off so its log keeps offset 0."""
-    cluster = LocalCluster(work / "cluster", voters=1, observers=0,
-                           overrides={"metadata.max.retention.bytes": "-1", "metadata.max.retention.ms": "-1"})
+    the first RECORDS offsets as committed. Snapshots are off: a one-voter leader would
+    otherwise move its log start past the first one at once (KIP-630)."""
+    cluster = LocalCluster(work / "cluster", voters=1, observers=0, overrides={
+        "metadata.log.max.record.bytes.between.snapshots": str(2**62),
+        "metadata.log.max.snapshot.interval.ms": "0",
+    })
     partition = cluster.nodes[1].partition_dir
     shutil.copytree(log_dir, partition)
     FileQuorumStateStore(partition).write(ElectionState(epoch=LAST_EPOCH, voters=(1,)))

@@ -52,6 +52,7 @@ from kraft.metadata.records import ConfigRecord
 from kraft.protocol import ErrorCode
 from kraft.protocol.connection import KafkaConnection
 from kraft.raft import messages as m
+from kraft.server.node import format_storage
 from kraft.storage import FileSnapshotStore, SnapshotId
 
 HERE = Path(__file__).parent
@@ -344,7 +345,8 @@ def snapshot_transfer(directory: Path) -> dict:
 def observer_catch_up(cluster: LocalCluster, observer: LocalNode, name: str) -> dict:
     """Starts the observer on an empty log, times its FetchSnapshot of `name` from its
     own log lines, and stops it again."""
-    shutil.rmtree(observer.partition_dir, ignore_errors=True)
+    shutil.rmtree(observer.data_dir, ignore_errors=True)  # the log-dir checkpoints too
+    format_storage(observer.data_dir, cluster.cluster_id, observer.node_id)
     started = time.time()
 
     def since_start(fragment: str) -> list[float]:

@@ -689,36 +689,38 @@ class RaftCore:
             granted = self.voted_id == p.replica_id
         answer(ErrorCode.none, granted)
 
-    def _on_begin_quorum_request(self, handle: Any, request: Any, now: int) -> None:
-        def answer(error: ErrorCode, top: ErrorCode = ErrorCode.none) -> None:
-            self._reply(handle, m.begin_quorum_response(error, self._leader_field(), self.epoch, top))
+    def _leader_announcement(self, handle: Any, request: Any, response: Callable[..., Any]) -> Any:
+        """The checks BeginQuorumEpoch and EndQuorumEpoch share. Returns the partition, or
+        None once an error has been answered (with `response`, the API's own builder)."""
 
-        if not self._cluster_ok(request):
-            return answer(ErrorCode.none, ErrorCode.inconsistent_cluster_id)
+        def refuse(error: ErrorCode, top: ErrorCode = ErrorCode.none) -> None:
+            self._reply(handle, response(error, self._leader_field(), self.epoch, top))
+
         p = m.partition_of(request)
+        if not self._cluster_ok(request):
+            refuse(ErrorCode.none, ErrorCode.inconsistent_cluster_id)
+        elif p is None:
+            refuse(ErrorCode.unknown_topic_or_partition)
+        elif p.leader_epoch < self.epoch:
+            refuse(ErrorCode.fenced_leader_epoch)
+        elif not self.is_voter or p.leader_id not in self.config.voters:
+            refuse(ErrorCode.inconsistent_voter_set)
+        else:
+            return p
+        return None
+
+    def _on_begin_quorum_request(self, handle: Any, request: Any, now: int) -> None:
+        p = self._leader_announcement(handle, request, m.begin_quorum_response)
         if p is None:
-            return answer(ErrorCode.unknown_topic_or_partition)
-        if p.leader_epoch < self.epoch:
-            return answer(ErrorCode.fenced_leader_epoch)
-        if not self.is_voter or p.leader_id not in self.config.voters:
-            return answer(ErrorCode.inconsistent_voter_set)
+            return
         if p.leader_epoch > self.epoch or self.leader_id != p.leader_id:
             self._become_follower(p.leader_epoch, p.leader_id, now)
-        answer(ErrorCode.none)
+        self._reply(handle, m.begin_quorum_response(ErrorCode.none, self._leader_field(), self.epoch))
 
     def _on_end_quorum_request(self, handle: Any, request: Any, now: int) -> None:
-        def answer(error: ErrorCode, top: ErrorCode = ErrorCode.none) -> None:
-            self._reply(handle, m.end_quorum_response(error, self._leader_field(), self.epoch, top))
-
-        if not self._cluster_ok(request):
-            return answer(ErrorCode.none, ErrorCode.inconsistent_cluster_id)
-        p = m.partition_of(request)
+        p = self._leader_announcement(handle, request, m.end_quorum_response)
         if p is None:
-            return answer(ErrorCode.unknown_topic_or_partition)
-        if p.leader_epoch < self.epoch:
-            return answer(ErrorCode.fenced_leader_epoch)
-        if not self.is_voter or p.leader_id not in self.config.voters:
-            return answer(ErrorCode.inconsistent_voter_set)
+            return
         if p.leader_epoch > self.epoch:
             self._become_follower(p.leader_epoch, p.leader_id, now)
         if self.role == Role.FOLLOWER and self.leader_id == p.leader_id:
@@ -730,7 +732,7 @@ class RaftCore:
                 self.config.election_backoff_max_ms, self.config.retry_backoff_ms * (2**position)
             )
             self._fetch_deadline = min(self._fetch_deadline, now + backoff)
-        answer(ErrorCode.none)
+        self._reply(handle, m.end_quorum_response(ErrorCode.none, self._leader_field(), self.epoch))
 
     def _validate_leader_epoch(self, epoch: int) -> ErrorCode:
         """KIP-320 fencing for a request that must reach the leader of `epoch`."""

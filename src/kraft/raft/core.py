@@ -902,13 +902,22 @@ class RaftCore:
 
     # ================================================================ responses
 
-    def _on_vote_response(self, source: int, response: Any, now: int) -> None:
+    def _election_response(self, source: int, response: Any, now: int) -> Any:
+        """What Vote, BeginQuorumEpoch and EndQuorumEpoch responses share: the partition,
+        or None when the request failed (retried after the backoff) or the answer named
+        a newer leader (now followed)."""
         p = m.partition_of(response)
         self._refused_as_foreign(source, response)
         if response.error_code != ErrorCode.none or p is None:
             self._retry_at[source] = now + self.config.retry_backoff_ms
-            return
+            return None
         if self._maybe_learn_leader(p.leader_id, p.leader_epoch, now):
+            return None
+        return p
+
+    def _on_vote_response(self, source: int, response: Any, now: int) -> None:
+        p = self._election_response(source, response, now)
+        if p is None:
             return
         if self.role != Role.CANDIDATE or p.leader_epoch != self.epoch:
             return
@@ -923,12 +932,8 @@ class RaftCore:
             self._votes_rejected.add(source)
 
     def _on_begin_quorum_response(self, source: int, response: Any, now: int) -> None:
-        p = m.partition_of(response)
-        self._refused_as_foreign(source, response)
-        if response.error_code != ErrorCode.none or p is None:
-            self._retry_at[source] = now + self.config.retry_backoff_ms
-            return
-        if self._maybe_learn_leader(p.leader_id, p.leader_epoch, now):
+        p = self._election_response(source, response, now)
+        if p is None:
             return
         if self._leader is not None and p.error_code == ErrorCode.none and p.leader_epoch == self.epoch:
             self._leader.begin_quorum_acked.add(source)
@@ -936,11 +941,8 @@ class RaftCore:
             self._retry_at[source] = now + self.config.retry_backoff_ms
 
     def _on_end_quorum_response(self, source: int, response: Any, now: int) -> None:
-        p = m.partition_of(response)
-        if response.error_code != ErrorCode.none or p is None:
-            self._retry_at[source] = now + self.config.retry_backoff_ms
-            return
-        if self._maybe_learn_leader(p.leader_id, p.leader_epoch, now):
+        p = self._election_response(source, response, now)
+        if p is None:
             return
         if self.role == Role.RESIGNED and p.error_code == ErrorCode.none:
             self._end_quorum_acked.add(source)

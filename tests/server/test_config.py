@@ -1,5 +1,6 @@
 """server.properties: Kafka's names and defaults; unknown keys and bad values stop start-up."""
 
+import socket
 import subprocess
 import sys
 
@@ -70,3 +71,29 @@ def test_server_start_stops_with_a_message_naming_the_key(tmp_path):
     out = subprocess.run([sys.executable, "-m", "kraft.cli", "server", "start", str(path)], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 1 and "is not formatted" in out.stderr
+
+
+@pytest.mark.parametrize("taken", ["client", "metrics"])
+def test_server_start_names_a_port_that_is_taken(tmp_path, taken):
+    from kraft.cli.local_cluster import free_port
+    from kraft.server.node import format_storage
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        ports = {"controller": free_port(), "client": free_port(), "metrics": free_port(), taken: busy}
+        props = {
+            **BASE,
+            "controller.quorum.voters": f"1@127.0.0.1:{ports['controller']}",
+            "listeners": f"CONTROLLER://127.0.0.1:{ports['controller']},PLAINTEXT://127.0.0.1:{ports['client']}",
+            "metadata.log.dir": str(tmp_path),
+            "kraft.metrics.port": str(ports["metrics"]),
+        }
+        path = tmp_path / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        format_storage(tmp_path, "MkU3OEVBNTcwNTJENDM2Qk", 1)
+        out = subprocess.run([sys.executable, "-m", "kraft.cli", "server", "start", str(path)], capture_output=True,
+                             text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert f"{busy}" in out.stderr and "in use" in out.stderr.lower() and "Traceback" not in out.stderr

@@ -6,6 +6,7 @@ its log file; ports are picked free on 127.0.0.1.
 """
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -28,10 +29,32 @@ LOCAL_DEFAULTS = {
 }
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port on 127.0.0.1 below the kernel's ephemeral range.
+
+    A port the kernel hands out for bind(0) is also one it may hand to the next outgoing
+    connection (or to Spark's JVM) in the moment between our check and the node's bind;
+    CI lost a node to exactly that. Below the ephemeral range only another explicit
+    picker can collide, and a random choice out of thousands makes that rare.
+    """
+    low, _high = _ephemeral_range()
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12000), low) if low > 2048 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise OSError("no free port found on 127.0.0.1")
 
 
 @dataclass
@@ -146,8 +169,11 @@ class LocalCluster:
             if not node.running:
                 raise RuntimeError(f"node {node_id} exited ({node.process.returncode}); see {node.log_path}")
             try:
-                with socket.create_connection(("127.0.0.1", node.client_port), timeout=0.5):
-                    return
+                # The metrics endpoint binds last: once it answers, every listener is up.
+                for port in (node.client_port, node.metrics_port):
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                        pass
+                return
             except OSError:
                 time.sleep(0.05)
         raise TimeoutError(f"node {node_id} is not listening after {timeout} s; see {node.log_path}")

@@ -21,12 +21,19 @@ def configure_logging(node_id: int | str) -> None:
     )
 
 
+class ListenerError(Exception):
+    """A listener could not be opened; the node stops before it takes part in the quorum."""
+
+
 async def run_node(node: KraftNode) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await node.start()
+    try:
+        await node.start()
+    except OSError as e:  # a port is taken or an address is not this host's; nothing was written yet
+        raise ListenerError(str(e)) from e
     print(
         f"node {node.node_id} ready: controller {node.raft_address} client {node.client_address} "
         f"metrics {node.metrics.port}",
@@ -74,7 +81,11 @@ def server_start(config_path: str) -> int:
     except StorageNotFormattedError as e:
         print(f"kraft server start: {e}", file=sys.stderr)
         return 1
-    asyncio.run(run_node(node))
+    try:
+        asyncio.run(run_node(node))
+    except ListenerError as e:
+        print(f"kraft server start: {e}", file=sys.stderr)
+        return 1
     return 2 if node.failure is not None else 0
 
 

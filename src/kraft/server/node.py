@@ -175,7 +175,11 @@ class KraftNode:
         assert client is not None
         self.client_address = await self.client_server.start(client.endpoint.host, client.endpoint.port)
         if c["kraft.metrics.port"] >= 0:
-            self.metrics.serve(c["kraft.metrics.host"], c["kraft.metrics.port"])
+            host, port = c["kraft.metrics.host"], c["kraft.metrics.port"]
+            try:
+                self.metrics.serve(host, port)
+            except OSError as e:
+                raise OSError(e.errno, f"metrics endpoint cannot listen on {host}:{port}: {e.strerror}") from e
         self._spawn(self._timer())
         self.metrics.image.source = lambda: self.controller.cache.image
         self.client_api.start()

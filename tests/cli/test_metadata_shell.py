@@ -8,7 +8,7 @@ import pytest
 
 from kraft.metadata import MetadataCache, apply_records, uuid_str
 from kraft.metadata import controller as ctl
-from kraft.records import LeaderChangeMessage, build_control_batch, read_batches, set_base_offset
+from kraft.records import LeaderChangeMessage, assign_offsets, build_control_batch, read_batches
 from kraft.storage import FileLog
 from tests.metadata.cluster import Cluster, write_snapshot
 
@@ -101,7 +101,8 @@ def test_dir_reads_the_latest_snapshot_then_the_log_after_it(cluster, tmp_path):
     cache.advance(base_offset=0, last_offset=0, epoch=1)
     for i, data in enumerate(cluster.log):
         shifted = bytearray(data)
-        set_base_offset(shifted, next(read_batches(data)).header.base_offset + 1)
+        first = next(read_batches(data)).header
+        assign_offsets(shifted, first.base_offset + 1, first.partition_leader_epoch)
         log.append_as_follower(shifted)
         if i < taken_at:
             h = next(read_batches(shifted)).header

@@ -13,11 +13,10 @@ from kraft.records import (
     SimpleRecord,
     TimestampType,
     UnsupportedCompressionError,
+    assign_offsets,
     build_batch,
     iter_batches,
     read_batches,
-    set_base_offset,
-    set_partition_leader_epoch,
 )
 from kraft.records.batch import CRC_START
 
@@ -170,13 +169,39 @@ def test_record_count_larger_than_the_batch_is_corrupt_not_a_huge_allocation():
         one(bytes(buf)).records()
 
 
-def test_base_offset_and_epoch_can_be_rewritten_without_breaking_the_crc():
-    buf = bytearray(build_batch([(None, b"a")] * 4))
-    set_base_offset(buf, 500)
-    set_partition_leader_epoch(buf, 9)
-    h = one(bytes(buf)).header
-    assert (h.base_offset, h.partition_leader_epoch, h.last_offset) == (500, 9, 503)
-    assert [r.offset for r in one(bytes(buf)).records()] == [500, 501, 502, 503]
+def test_a_leader_stamps_offsets_and_its_epoch_in_place_without_breaking_the_crc():
+    stream = bytearray(build_batch([(None, b"a")] * 4) + build_batch([(None, b"b")] * 2, base_offset=77))
+    headers = assign_offsets(stream, 500, 9)
+    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in headers] == [(500, 503, 9), (504, 505, 9)]
+    assert [(b.header.base_offset, b.header.partition_leader_epoch) for b in read_batches(bytes(stream))] == [
+        (500, 9), (504, 9)
+    ]
+    assert [r.offset for b in read_batches(bytes(stream)) for r in b.records()] == [500, 501, 502, 503, 504, 505]
+
+
+def test_a_leader_refuses_a_corrupt_batch_and_bytes_it_cannot_stamp():
+    good = build_batch([(None, b"a")])
+    bad = bytearray(build_batch([(None, b"b")]))
+    bad[-1] ^= 0x01
+    with pytest.raises(CorruptRecordError, match=f"position {len(good)}: CRC mismatch"):
+        assign_offsets(good + bad, 0, 1)
+    with pytest.raises(BufferError, match="not writable"):
+        assign_offsets(bytes(good), 0, 1)
+
+
+def test_the_walker_checks_contiguity_and_positions_past_many_batches():
+    """More batches than one call into the C walker takes, with a bad one far in."""
+    batches = [build_batch([(None, b"%d" % i)] * 2, base_offset=2 * i) for i in range(300)]
+    stream = b"".join(batches)
+    headers = list(iter_batches(stream, position=7, expected_offset=0))
+    assert [h.base_offset for h in headers] == list(range(0, 600, 2))
+    assert headers[250].position == 7 + sum(map(len, batches[:250]))
+    broken = bytearray(stream)
+    broken[sum(map(len, batches[:200])) + 16] = 3  # batch 200's magic byte
+    seen = []
+    with pytest.raises(CorruptRecordError, match="magic byte is 3") as err:
+        seen.extend(iter_batches(broken, expected_offset=0))
+    assert len(seen) == 200 and err.value.position == sum(map(len, batches[:200]))
 
 
 def test_wrong_magic_is_reported():

@@ -13,14 +13,13 @@ from kraft.records.batch import (
     RecordBatch,
     SimpleRecord,
     TimestampType,
+    assign_offsets,
     build_batch,
     crc_is_valid,
     iter_batches,
     iter_file_batches,
     parse_header,
     read_batches,
-    set_base_offset,
-    set_partition_leader_epoch,
 )
 from kraft.records.compression import Compression
 from kraft.records.control import (
@@ -63,6 +62,7 @@ __all__ = [
     "TimestampType",
     "UnparsedControl",
     "UnsupportedCompressionError",
+    "assign_offsets",
     "build_batch",
     "build_control_batch",
     "crc_is_valid",
@@ -71,6 +71,4 @@ __all__ = [
     "iter_file_batches",
     "parse_header",
     "read_batches",
-    "set_base_offset",
-    "set_partition_leader_epoch",
 ]

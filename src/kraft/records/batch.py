@@ -32,8 +32,6 @@ HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes not counted in batch_length
 CRC_START = 21  # offset of attributes, where the CRC's span begins
 MAGIC = 2
-_BASE_OFFSET = struct.Struct(">q")
-_EPOCH = struct.Struct(">i")
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 # Attribute bits.
@@ -124,21 +122,9 @@ def parse_header(view: memoryview, pos: int, position: int) -> BatchHeader:
     return header
 
 
-def _check_body(header: BatchHeader, view: memoryview, pos: int, verify_crc: bool) -> None:
-    if verify_crc:
-        computed = crc32c(view[pos + CRC_START : pos + header.size])
-        if computed != header.crc:
-            raise CorruptRecordError(
-                header.position,
-                f"CRC mismatch: stored {header.crc:#010x}, computed {computed:#010x}",
-            )
-    if header.last_offset_delta < 0 or header.records_count < 0:
-        raise CorruptRecordError(
-            header.position,
-            f"last offset delta {header.last_offset_delta} / record count {header.records_count} out of range",
-        )
-    if header.attributes & COMPRESSION_MASK > Compression.ZSTD:
-        raise CorruptRecordError(header.position, f"unknown compression codec {header.attributes & 7}")
+# Batches checked per call into C: enough to amortise the call, few enough that a caller
+# stopping early (the first batch of a snapshot) does not check a whole file.
+_WALK_CHUNK = 64
 
 
 def iter_batches(
@@ -155,32 +141,37 @@ def iter_batches(
     absolute positions. With `expected_offset`, each batch must start where the previous one
     ended (the only check that covers base_offset, which the CRC does not). A buffer ending
     inside a batch raises IncompleteBatchError, or ends the walk with partial_tail="stop"
-    (a fetch response cut at its byte limit, or a torn tail the caller will handle).
+    (a fetch response cut at its byte limit, or a torn tail the caller will handle). Every
+    batch before a bad one is yielded first. The per-batch work is in C (`_codec.c`).
     """
-    view = memoryview(buf)
-    end = len(view)
-    pos = 0
-    while pos < end:
-        if end - pos < HEADER_SIZE:
-            if partial_tail == "stop":
-                return
-            raise IncompleteBatchError(position + pos, f"{end - pos} bytes left, fewer than a batch header")
-        header = parse_header(view, pos, position + pos)
-        if header.size > end - pos:
-            if partial_tail == "stop":
-                return
-            raise IncompleteBatchError(
-                position + pos, f"batch of {header.size} bytes but only {end - pos} bytes left"
-            )
-        _check_body(header, view, pos, verify_crc)
+    start, stop = 0, partial_tail == "stop"
+    while True:
+        headers, start, error = _codec.walk_batches(
+            buf, start, _WALK_CHUNK, verify_crc, expected_offset, stop, BatchHeader, position, None
+        )
+        yield from headers
+        if error is not None:
+            _raise_walk_error(error)
+        if len(headers) < _WALK_CHUNK:
+            return
         if expected_offset is not None:
-            if header.base_offset != expected_offset:
-                raise CorruptRecordError(
-                    position + pos, f"base offset {header.base_offset}, expected {expected_offset}"
-                )
-            expected_offset = header.next_offset
-        yield header
-        pos += header.size
+            expected_offset = headers[-1].next_offset
+
+
+def assign_offsets(buf: bytearray | memoryview, base_offset: int, epoch: int) -> list[BatchHeader]:
+    """Checks every batch in `buf` as iter_batches does and stamps, in place, consecutive
+    offsets from `base_offset` and the leader `epoch`: what a leader does before appending.
+    Both fields lie outside the CRC. On a bad batch it raises; batches before it are already
+    stamped, so `buf` must be the caller's own copy."""
+    headers, _end, error = _codec.walk_batches(buf, 0, len(buf), True, base_offset, False, BatchHeader, 0, epoch)
+    if error is not None:
+        _raise_walk_error(error)
+    return headers
+
+
+def _raise_walk_error(error: tuple[bool, int, str]) -> None:
+    incomplete, at, reason = error
+    raise (IncompleteBatchError if incomplete else CorruptRecordError)(at, reason)
 
 
 def iter_file_batches(
@@ -287,8 +278,10 @@ def build_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
-) -> bytes:
+) -> bytearray:
     """Encodes one batch. Records are (key, value[, headers[, timestamp]]) tuples.
+
+    A bytearray, so a leader's log can stamp offsets and its epoch into it without a copy.
 
     Records without a timestamp get `timestamp` (default: now). With LOG_APPEND_TIME,
     `timestamp` is the append time and becomes the batch's max timestamp, which readers
@@ -321,23 +314,12 @@ def build_batch(
     tail = HEADER.pack(0, 0, 0, 0, 0, *fields)[CRC_START:]
     crc = crc32c(body, crc32c(tail))
     length = HEADER_SIZE - LOG_OVERHEAD + len(body)
-    head = HEADER.pack(base_offset, length, partition_leader_epoch, MAGIC, crc, *fields)
-    return head + body
+    batch = bytearray(HEADER.pack(base_offset, length, partition_leader_epoch, MAGIC, crc, *fields))
+    batch += body
+    return batch
 
 
 def crc_is_valid(batch: bytes | bytearray | memoryview) -> bool:
     """Whether one whole batch's stored CRC matches its bytes (for tools that report, not stop)."""
     (stored,) = struct.unpack_from(">I", batch, 17)
     return crc32c(memoryview(batch)[CRC_START:]) == stored
-
-
-def set_base_offset(buf: bytearray | memoryview, base_offset: int, position: int = 0) -> None:
-    """Rewrites the base offset of the batch at `position` in place; it lies outside the
-    CRC, so the CRC stays valid."""
-    _BASE_OFFSET.pack_into(buf, position, base_offset)
-
-
-def set_partition_leader_epoch(buf: bytearray | memoryview, epoch: int, position: int = 0) -> None:
-    """Stamps the leader epoch of the batch at `position` in place; like the base offset it
-    is outside the CRC."""
-    _EPOCH.pack_into(buf, position + 12, epoch)

@@ -221,7 +221,7 @@ def build_control_batch(
     base_offset: int = 0,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     timestamp: int | None = None,
-) -> bytes:
+) -> bytearray:
     """A batch holding one control record, as Kafka writes LeaderChange and snapshot markers."""
     record = SimpleRecord(control_key(control_type_of(message)), encode_control_value(message))
     return build_batch(

@@ -15,8 +15,10 @@ WRITE_PIECE = 1 << 20
 
 def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
     """Writes all of `data` at `offset`, in pieces of at most WRITE_PIECE bytes."""
+    written = os.pwrite(fd, data, offset) if len(data) <= WRITE_PIECE else 0
+    if written == len(data):
+        return
     view = memoryview(data)
-    written = 0
     while written < len(view):
         written += os.pwrite(fd, view[written : written + WRITE_PIECE], offset + written)
 

@@ -11,14 +11,7 @@ are durable when they return.
 
 from abc import ABC, abstractmethod
 
-from kraft.records import (
-    BatchHeader,
-    CorruptRecordError,
-    RecordError,
-    iter_batches,
-    set_base_offset,
-    set_partition_leader_epoch,
-)
+from kraft.records import LOG_OVERHEAD, BatchHeader, RecordError, assign_offsets, iter_batches
 from kraft.storage.epoch_cache import LeaderEpochCache
 from kraft.storage.errors import InvalidAppendError, OffsetOutOfRangeError, RecordTooLargeError
 from kraft.storage.types import LogAppendInfo, LogReadInfo, OffsetAndEpoch
@@ -90,19 +83,23 @@ class ReplicatedLog(ABC):
         """Appends batches built by the leader: offsets and the epoch are assigned here.
 
         The batches' base offsets are rewritten to follow the log end and their partition
-        leader epoch set to `epoch`; both lie outside the CRC, which is still checked.
+        leader epoch set to `epoch`; both lie outside the CRC, which is still checked. A
+        bytearray is handed over and stamped in place (build_batch makes one); other
+        buffers are copied first.
         """
-        if self._epochs.latest_epoch is not None and epoch < self._epochs.latest_epoch:
-            raise InvalidAppendError(f"leader epoch {epoch} is older than the log's epoch {self._epochs.latest_epoch}")
+        latest = self._epochs.latest_epoch
+        if latest is not None and epoch < latest:
+            raise InvalidAppendError(f"leader epoch {epoch} is older than the log's epoch {latest}")
         buf = batches if isinstance(batches, bytearray) else bytearray(batches)
-        offset = self.end_offset
-        stamped = []
-        for h in self._walk(buf, expected_offset=None):
-            set_base_offset(buf, offset, h.position)
-            set_partition_leader_epoch(buf, epoch, h.position)
-            stamped.append(BatchHeader(h.position, offset, h.batch_length, epoch, *h[4:]))
-            offset += h.last_offset_delta + 1
-        return self._append_validated(buf, stamped)
+        try:
+            headers = assign_offsets(buf, self.end_offset, epoch)
+        except RecordError as e:
+            raise InvalidAppendError(f"rejected append: {e}") from None
+        self._check_sizes(headers, len(buf))
+        if epoch != latest:
+            self._epochs.assign(epoch, headers[0].base_offset)
+        self._write(buf, headers)
+        return LogAppendInfo(headers[0].base_offset, self.end_offset - 1, epoch)
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Appends batches fetched from the leader exactly as they are.
@@ -110,36 +107,36 @@ class ReplicatedLog(ABC):
         They must pass their CRC, start at the log end, follow each other without gaps,
         and never go back in epoch.
         """
-        headers = self._walk(batches, expected_offset=self.end_offset)
-        latest = self._epochs.latest_epoch
-        for h in headers:
-            if latest is not None and h.partition_leader_epoch < latest:
-                raise InvalidAppendError(
-                    f"batch at offset {h.base_offset} has epoch {h.partition_leader_epoch}, "
-                    f"older than the log's epoch {latest}"
-                )
-            latest = h.partition_leader_epoch
-        return self._append_validated(batches, headers)
-
-    def _walk(self, batches: bytes | bytearray | memoryview, expected_offset: int | None) -> list[BatchHeader]:
         try:
-            headers = list(iter_batches(batches, expected_offset=expected_offset))
-        except CorruptRecordError as e:
-            raise InvalidAppendError(f"rejected append: {e}") from None
+            headers = list(iter_batches(batches, expected_offset=self.end_offset))
         except RecordError as e:
             raise InvalidAppendError(f"rejected append: {e}") from None
+        self._check_sizes(headers, len(batches))
+        epochs = self._epochs
+        latest = epochs.latest_epoch
+        for h in headers:
+            epoch = h.partition_leader_epoch
+            if latest is not None and epoch < latest:
+                raise InvalidAppendError(
+                    f"batch at offset {h.base_offset} has epoch {epoch}, older than the log's epoch {latest}"
+                )
+            latest = epoch
+        current = epochs.latest_epoch
+        for h in headers:  # checked first, recorded after: a refused append leaves the cache untouched
+            if h.partition_leader_epoch != current:
+                current = h.partition_leader_epoch
+                epochs.assign(current, h.base_offset)
+        self._write(batches, headers)
+        return LogAppendInfo(headers[0].base_offset, self.end_offset - 1, latest)
+
+    def _check_sizes(self, headers: list[BatchHeader], total: int) -> None:
+        """Refuses an empty append or one with a batch above max_batch_bytes (no batch can be if the whole is not)."""
         if not headers:
             raise InvalidAppendError("nothing to append: no batches")
-        for h in headers:
-            if h.size > self.max_batch_bytes:
-                raise RecordTooLargeError(f"batch of {h.size} bytes exceeds the limit of {self.max_batch_bytes}")
-        return headers
-
-    def _append_validated(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> LogAppendInfo:
-        for h in headers:
-            self._epochs.assign(h.partition_leader_epoch, h.base_offset)
-        self._write(data, headers)
-        return LogAppendInfo(headers[0].base_offset, headers[-1].last_offset, headers[-1].partition_leader_epoch)
+        if total > self.max_batch_bytes:
+            largest = max(h.batch_length for h in headers) + LOG_OVERHEAD
+            if largest > self.max_batch_bytes:
+                raise RecordTooLargeError(f"batch of {largest} bytes exceeds the limit of {self.max_batch_bytes}")
 
     @abstractmethod
     def _write(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:

@@ -80,8 +80,7 @@ class Segment:
         self._index_offsets = array("q")
         self._index_positions = array("q")
         self._bytes_since_index = 0
-        for h in headers:
-            self._maybe_index(h, h.position)
+        self._index(headers, 0)
         stored = self._read_index_file()
         if stored != self._index_bytes():
             if stored:
@@ -118,27 +117,29 @@ class Segment:
 
     # ---------------------------------------------------------------- writes
 
-    def _maybe_index(self, h: BatchHeader, position: int) -> None:
+    def _index(self, headers: list[BatchHeader], shift: int) -> None:
         """Kafka's rule: an entry once more than index_interval_bytes were appended since the
-        last; `position` is where the batch starts in this segment."""
-        if self._bytes_since_index > self.index_interval_bytes or not self._index_offsets:
-            self._index_offsets.append(h.base_offset + h.last_offset_delta)
-            self._index_positions.append(position)
-            self._bytes_since_index = 0
-        self._bytes_since_index += h.batch_length + LOG_OVERHEAD
+        last, naming a batch's last offset and where it starts (its position + `shift`)."""
+        since, interval = self._bytes_since_index, self.index_interval_bytes
+        offsets, positions = self._index_offsets, self._index_positions
+        for h in headers:
+            if since > interval or not offsets:
+                offsets.append(h.base_offset + h.last_offset_delta)
+                positions.append(h.position + shift)
+                since = 0
+            since += h.batch_length + LOG_OVERHEAD
+        self._bytes_since_index = since
 
     def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
         """Appends validated batches; `headers` carry positions within `data`."""
         base = self.size
-        view = memoryview(data)
-        pwrite_all(self.file.fd, view, base)
-        shift = base - headers[0].position
-        for h in headers:
-            self._maybe_index(h, h.position + shift)
+        pwrite_all(self.file.fd, data, base)
+        self._index(headers, base - headers[0].position)
         if len(self._index_offsets) - self._index_written >= 256:
             self.write_pending_index()
-        self.size = base + len(view)
-        self.next_offset = headers[-1].next_offset
+        self.size = base + len(data)
+        last = headers[-1]
+        self.next_offset = last.base_offset + last.last_offset_delta + 1
         self.dirty = True
 
     def flush(self) -> None:

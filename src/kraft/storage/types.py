@@ -5,6 +5,7 @@ import socket
 import weakref
 from dataclasses import dataclass
 from functools import total_ordering
+from typing import NamedTuple
 
 
 @total_ordering
@@ -22,8 +23,9 @@ class OffsetAndEpoch:
         return (self.epoch, self.offset) < (other.epoch, other.offset)
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
+    """What an append got: its offsets and epoch. A named tuple, as it is made per append."""
+
     first_offset: int
     last_offset: int
     epoch: int

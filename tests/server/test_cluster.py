@@ -81,8 +81,11 @@ def test_sigkill_of_the_leader_under_write_load_loses_no_acknowledged_write(clus
     p = describe_quorum(cluster, new_leader)
     hw = p.high_watermark
     def caught_up() -> bool:
+        # Every node, the observer included: an observer that still follows the dead leader
+        # is not in the new leader's list, and must not pass for caught up by its absence.
         p = describe_quorum(cluster, new_leader)
-        return all(s.log_end_offset >= hw for s in (*p.current_voters, *p.observers))
+        ends = {s.replica_id: s.log_end_offset for s in (*p.current_voters, *p.observers)}
+        return all(ends.get(n, -1) >= hw for n in cluster.nodes)
 
     wait_for(caught_up, what="the old leader and the observer catching up")
     cluster.stop()

@@ -182,3 +182,51 @@ def test_a_leader_change_control_record_opens_every_epoch():
     from kraft.records.control import parse_control_key
 
     assert parse_control_key(batch.records()[0].key) == ControlType.LEADER_CHANGE
+
+
+def observer_that_lost_leader_1() -> Node:
+    """An observer that followed leader 1 of epoch 6 until its fetches went unanswered."""
+    observer = Node(4)
+    observer.advance(1)
+    (fetch,) = observer.sends(m.FetchRequest)
+    observer.core.handle_response(fetch.request_id, m.fetch_response(ErrorCode.none, leader_id=1, epoch=6), observer.now)
+    assert (observer.core.role, observer.core.leader_id) == (Role.FOLLOWER, 1)
+    while observer.core.role == Role.FOLLOWER:
+        observer.sends()
+        observer.advance(100)
+    return observer
+
+
+def run_discovery(observer: Node, answer, until) -> set[int]:
+    """Lets `answer(destination)` reply to each Fetch (None: no reply, the request times out)
+    until `until()` holds or three request timeouts pass; returns who was asked."""
+    asked: set[int] = set()
+    deadline = observer.now + 3 * observer.config.request_timeout_ms
+    while not until() and observer.now < deadline:
+        for s in observer.sends(m.FetchRequest):
+            asked.add(s.destination)
+            reply = answer(s.destination)
+            if reply is not None:
+                observer.core.handle_response(s.request_id, reply, observer.now)
+        observer.advance(observer.config.retry_backoff_ms)
+    return asked
+
+
+def test_an_observer_that_lost_its_leader_waits_for_a_newer_one_instead_of_following_it_again():
+    observer = observer_that_lost_leader_1()
+    stale = m.fetch_response(ErrorCode.not_leader_or_follower, leader_id=1, epoch=6)
+    # Voters that have not noticed the loss yet still name leader 1 of epoch 6; node 1 is down.
+    asked = run_discovery(observer, lambda d: None if d == 1 else stale, until=lambda: False)
+    assert {2, 3} <= asked, "it keeps asking the voters instead of waiting out another fetch timeout"
+    assert (observer.core.role, observer.core.epoch) == (Role.UNATTACHED, 6)
+    fresh = m.fetch_response(ErrorCode.not_leader_or_follower, leader_id=3, epoch=7)
+    run_discovery(observer, lambda d: None if d == 1 else fresh, until=lambda: observer.core.role == Role.FOLLOWER)
+    assert (observer.core.role, observer.core.leader_id, observer.core.epoch) == (Role.FOLLOWER, 3, 7)
+
+
+def test_an_observer_follows_its_lost_leader_again_when_that_leader_answers_itself():
+    observer = observer_that_lost_leader_1()
+    stale = m.fetch_response(ErrorCode.not_leader_or_follower, leader_id=1, epoch=6)
+    alive = m.fetch_response(ErrorCode.none, leader_id=1, epoch=6)
+    run_discovery(observer, lambda d: alive if d == 1 else stale, until=lambda: observer.core.role == Role.FOLLOWER)
+    assert (observer.core.role, observer.core.leader_id, observer.core.epoch) == (Role.FOLLOWER, 1, 6)

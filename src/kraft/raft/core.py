@@ -133,6 +133,8 @@ class RaftCore:
         self._election_deadline = 0
         self._backoff_until: int | None = None
         self._fetch_deadline = 0
+        # (epoch, leader) an observer stopped following when its fetches timed out.
+        self._abandoned: tuple[int, int] | None = None
         self._votes_granted: set[int] = set()
         self._votes_rejected: set[int] = set()
         self._votes_unreachable: set[int] = set()  # voters whose Vote request failed to be sent
@@ -376,6 +378,7 @@ class RaftCore:
         if self.role == Role.LEADER and epoch == self.epoch:
             raise InvariantViolation(f"node {self.node_id}: leads epoch {epoch} but node {leader_id} claims it too")
         voted = self.voted_id if epoch == self.epoch else None
+        self._abandoned = None
         self._set_state(Role.FOLLOWER, epoch, leader_id, voted, now)
         self._fetch_deadline = now + self.config.fetch_timeout_ms
 
@@ -533,6 +536,8 @@ class RaftCore:
                 )
                 self._become_candidate(now)
             else:
+                assert self.leader_id is not None
+                self._abandoned = (self.epoch, self.leader_id)
                 self._become_unattached(self.epoch, now)
             self._poll(now)
             return
@@ -556,11 +561,11 @@ class RaftCore:
 
     def _poll_observer_discovery(self, now: int) -> None:
         """An observer that knows no leader asks a random voter; any answer names the leader."""
-        if any(d in self._in_flight for d in self.config.voters):
+        if self.wants_flush or any(d in self._in_flight for d in self.config.voters):
             return
-        voter = self.rng.choice(self.config.voters)
-        if self._can_send(voter, now) and not self.wants_flush:
-            self._send(voter, self._fetch_request(), now)
+        ready = [v for v in self.config.voters if self._can_send(v, now)]
+        if ready:
+            self._send(self.rng.choice(ready), self._fetch_request(), now)
 
     def _fetch_request(self) -> Any:
         last = self._last_fetched_epoch()
@@ -955,6 +960,13 @@ class RaftCore:
             self._retry_at[source] = now + self.config.retry_backoff_ms
             return
         leader = p.current_leader
+        if self._abandoned == (leader.leader_epoch, leader.leader_id) and source != leader.leader_id:
+            # Hearsay about the leader this observer just gave up on: a voter that has not
+            # noticed its loss yet. Following it again would wait out a whole fetch timeout;
+            # ask the others until one names a newer leader, or that leader answers itself
+            # (Kafka's observer keeps fetching from the bootstrap servers the same way).
+            self._retry_at[source] = now + self.config.retry_backoff_ms
+            return
         if self._maybe_learn_leader(leader.leader_id, leader.leader_epoch, now):
             return
         if self.role != Role.FOLLOWER or source != self.leader_id or leader.leader_epoch != self.epoch:

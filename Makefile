@@ -9,8 +9,10 @@ CODEC := $(VENV)/.codec-built
 
 SEEDS ?= 2000
 JOBS ?= 2
+ROUNDS ?= 30
+CHAOS_SEED ?= 1
 
-.PHONY: demo test bench simulate clean
+.PHONY: demo test bench simulate chaos clean
 
 demo: $(CODEC)
 	$(PY) -m kraft.cli demo
@@ -24,6 +26,10 @@ bench: $(CODEC) $(BENCH_INSTALLED)
 # Many more simulation seeds than make test runs; a failure prints its replay command.
 simulate: $(CODEC)
 	$(PY) -m kraft.sim --seeds $(SEEDS) --jobs $(JOBS)
+
+# A real local cluster under random kills, pauses and restarts; see src/kraft/cli/chaos.py.
+chaos: $(CODEC)
+	$(PY) -m kraft.cli chaos --rounds $(ROUNDS) --seed $(CHAOS_SEED) --dir .chaos-data
 
 $(INSTALLED): pyproject.toml setup.py Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -14,7 +14,8 @@ from kraft.client import (
     OffsetOutOfRangeError,
     TopicPartition,
 )
-from tests.server.cluster_helpers import create_topics, leader, wait_for
+from kraft.cli.cluster_client import leader
+from tests.server.cluster_helpers import create_topics, wait_for
 
 TP = TopicPartition("__cluster_metadata", 0)
 

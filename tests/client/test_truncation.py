@@ -18,7 +18,8 @@ from kafka.errors import LogTruncationError as KpLogTruncationError
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer, LogTruncationError, TopicPartition
 from kraft.storage import FileLog
-from tests.server.cluster_helpers import create_topics, kraft_cli, leader, wait_for
+from kraft.cli.cluster_client import leader
+from tests.server.cluster_helpers import create_topics, kraft_cli, wait_for
 
 TOPIC = "__cluster_metadata"
 SNAPSHOTS = {"metadata.log.max.record.bytes.between.snapshots": "3000",

@@ -21,7 +21,9 @@ from kraft.raft.messages import METADATA_TOPIC, METADATA_TOPIC_ID
 from kraft.records import BatchHeader, RecordBatch, iter_batches
 from kraft.storage import parse_snapshot_file_name
 
-from .cluster_helpers import create_topic, describe_quorum, leader, request, run, wait_for
+from kraft.cli.cluster_client import create_topic, describe_quorum, leader, request, run
+
+from .cluster_helpers import wait_for
 
 TP = (METADATA_TOPIC, 0)
 FETCH, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH = 1, 2, 3, 23

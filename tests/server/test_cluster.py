@@ -13,7 +13,9 @@ from kraft.protocol import ErrorCode
 from kraft.records import read_batches
 from kraft.storage import FileLog
 
-from .cluster_helpers import create_topic, describe_quorum, leader, metric, wait_for
+from kraft.cli.cluster_client import create_topic, describe_quorum, leader, metric
+
+from .cluster_helpers import wait_for
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import pytest
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer, ConsumerRecord, TopicPartition
 from kraft.spark import RECORD_SCHEMA
-from tests.server.cluster_helpers import create_topics, kraft_cli, leader, wait_for
+from kraft.cli.cluster_client import leader
+from tests.server.cluster_helpers import create_topics, kraft_cli, wait_for
 
 TOPIC = "__cluster_metadata"
 TP = TopicPartition(TOPIC, 0)

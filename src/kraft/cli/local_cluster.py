@@ -185,6 +185,14 @@ class LocalCluster:
             os.killpg(node.process.pid, signal.SIGKILL)
             node.process.wait()
 
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP: the process keeps its sockets and state but does nothing, like a long GC
+        pause or a stalled VM; on resume it acts on what it believed before."""
+        os.killpg(self.nodes[node_id].process.pid, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        os.killpg(self.nodes[node_id].process.pid, signal.SIGCONT)
+
     def stop(self, node_id: int | None = None, timeout: float = 15.0) -> None:
         """SIGTERM (graceful: a leader resigns first), then SIGKILL if it does not exit."""
         nodes = [n for n in self._select(node_id) if n.running]

@@ -44,6 +44,12 @@ def _demo(args: argparse.Namespace) -> int:
     return run(Path(args.dir))
 
 
+def _chaos(args: argparse.Namespace) -> int:
+    from kraft.cli.chaos import run
+
+    return run(Path(args.dir), args.rounds, args.seed)
+
+
 def _server(args: argparse.Namespace) -> int:
     from kraft.cli.server_cmd import server_start
 
@@ -148,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="show the system doing its work end to end")
     demo.add_argument("--dir", default="demo-data", help="where the demo writes its files")
     demo.set_defaults(func=_demo)
+
+    chaos = sub.add_parser("chaos", help="a local cluster under random kills, pauses and restarts, checked for lost writes")
+    chaos.add_argument("--rounds", type=int, default=20, help="faults to inject, one after another")
+    chaos.add_argument("--seed", type=int, default=1, help="chooses the faults, their targets and durations")
+    chaos.add_argument("--dir", default="chaos-data", help="where the cluster writes its files (emptied first)")
+    chaos.set_defaults(func=_chaos)
     return parser
 
 

@@ -1,0 +1,93 @@
+"""Talking to a LocalCluster from outside: find the leader, create topics, read quorum state.
+
+Shared by the chaos runner and the integration tests, which drive real node processes
+through the same client port a Kafka client uses.
+"""
+
+import asyncio
+import time
+import urllib.request
+from datetime import timedelta
+from typing import Any
+
+from kraft.cli.local_cluster import LocalCluster
+from kraft.protocol import ErrorCode
+from kraft.protocol.build import build_request
+from kraft.protocol.connection import KafkaConnection
+from kraft.raft import messages as m
+
+# CreateTopics errors that mean "not yet": no active controller, or too few unfenced brokers.
+RETRIABLE = (ErrorCode.not_controller, ErrorCode.invalid_replication_factor)
+UNREACHABLE = (OSError, ConnectionError, asyncio.TimeoutError)
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+async def request(port: int, req: Any, timeout: float = 10.0) -> Any:
+    conn = await KafkaConnection.connect("127.0.0.1", port, timeout=timeout)
+    try:
+        return await conn.request(req, timeout)
+    finally:
+        conn.close()
+
+
+def describe_quorum(cluster: LocalCluster, node_id: int, timeout: float = 10.0) -> Any:
+    response = run(request(cluster.nodes[node_id].client_port, m.describe_quorum_request(), timeout))
+    return response.topics[0].partitions[0]
+
+
+def leader(cluster: LocalCluster, timeout: float = 20.0, exclude: tuple[int, ...] = (),
+           ask_timeout: float = 10.0) -> tuple[int, int]:
+    """(leader id, epoch) once a running node reports a leader that answers as one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for node in cluster.nodes.values():
+            if not node.running or node.node_id in exclude:
+                continue
+            try:
+                p = describe_quorum(cluster, node.node_id, ask_timeout)
+            except UNREACHABLE:
+                continue
+            if p.error_code == ErrorCode.none and p.leader_id not in exclude:
+                return p.leader_id, p.leader_epoch
+        time.sleep(0.1)
+    raise TimeoutError("no leader elected")
+
+
+def create_topic(port: int, name: str, partitions: int = 1, rf: int = 1, timeout_ms: int = 10_000,
+                 retry_s: float = 10.0) -> Any:
+    """CreateTopics v7 for one topic; retried while the controller is not ready (not active
+    yet, or not enough brokers registered and unfenced)."""
+    req = build_request(19, 7, {
+        "topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf, "assignments": [],
+                    "configs": []}],
+        "timeout": timedelta(milliseconds=timeout_ms),
+        "validate_only": False,
+    })
+    deadline = time.monotonic() + retry_s
+    while True:
+        result = run(request(port, req, timeout_ms / 1000 + 5)).topics[0]
+        if result.error_code not in RETRIABLE or time.monotonic() > deadline:
+            return result
+        time.sleep(0.1)
+
+
+def metric(cluster: LocalCluster, node_id: int, name: str) -> float | None:
+    """A sample from the node's Prometheus endpoint (None if absent)."""
+    url = f"http://127.0.0.1:{cluster.nodes[node_id].metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def topic_names(cluster: LocalCluster, node_id: int) -> set[str]:
+    """The topics in the node's metadata image, as its Metadata API lists them."""
+    req = build_request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                "include_topic_authorized_operations": False})
+    response = run(request(cluster.nodes[node_id].client_port, req))
+    return {t.name for t in response.topics}

@@ -21,7 +21,7 @@ from kraft.raft.messages import METADATA_TOPIC, METADATA_TOPIC_ID
 from kraft.records import BatchHeader, RecordBatch, iter_batches
 from kraft.storage import parse_snapshot_file_name
 
-from kraft.cli.cluster_client import create_topic, describe_quorum, leader, request, run
+from kraft.cli.cluster_client import create_topic, describe_quorum, leader, request, run_async
 
 from .cluster_helpers import wait_for
 
@@ -58,7 +58,7 @@ def quorum(tmp_path_factory) -> Any:
         second, epoch = leader(c, exclude=(first,))
         for i in range(4):
             assert create_topic(c.nodes[second].client_port, f"after-{i}").error_code == ErrorCode.none
-        configured = run(request(c.nodes[second].client_port, build_request(19, 7, {
+        configured = run_async(request(c.nodes[second].client_port, build_request(19, 7, {
             "topics": [{"name": "configured", "num_partitions": 1, "replication_factor": 1, "assignments": [],
                         "configs": [{"name": "retention.ms", "value": "1234"}]}],
             "timeout": timedelta(seconds=10), "validate_only": False,
@@ -117,7 +117,7 @@ def records_on_disk(q: Quorum, below: int) -> list[LogRecord]:
 
 
 def ask(port: int, api_key: int, version: int, body: dict[str, Any]) -> Any:
-    return run(request(port, build_request(api_key, version, body)))
+    return run_async(request(port, build_request(api_key, version, body)))
 
 
 def metadata(q: Quorum, version: int, topics: list[str] | None, node: int | None = None) -> Any:

@@ -21,7 +21,7 @@ RETRIABLE = (ErrorCode.not_controller, ErrorCode.invalid_replication_factor)
 UNREACHABLE = (OSError, ConnectionError, asyncio.TimeoutError)
 
 
-def run(coroutine: Any) -> Any:
+def run_async(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
@@ -34,7 +34,7 @@ async def request(port: int, req: Any, timeout: float = 10.0) -> Any:
 
 
 def describe_quorum(cluster: LocalCluster, node_id: int, timeout: float = 10.0) -> Any:
-    response = run(request(cluster.nodes[node_id].client_port, m.describe_quorum_request(), timeout))
+    response = run_async(request(cluster.nodes[node_id].client_port, m.describe_quorum_request(), timeout))
     return response.topics[0].partitions[0]
 
 
@@ -68,7 +68,7 @@ def create_topic(port: int, name: str, partitions: int = 1, rf: int = 1, timeout
     })
     deadline = time.monotonic() + retry_s
     while True:
-        result = run(request(port, req, timeout_ms / 1000 + 5)).topics[0]
+        result = run_async(request(port, req, timeout_ms / 1000 + 5)).topics[0]
         if result.error_code not in RETRIABLE or time.monotonic() > deadline:
             return result
         time.sleep(0.1)
@@ -89,5 +89,5 @@ def topic_names(cluster: LocalCluster, node_id: int) -> set[str]:
     """The topics in the node's metadata image, as its Metadata API lists them."""
     req = build_request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
                                 "include_topic_authorized_operations": False})
-    response = run(request(cluster.nodes[node_id].client_port, req))
+    response = run_async(request(cluster.nodes[node_id].client_port, req))
     return {t.name for t in response.topics}

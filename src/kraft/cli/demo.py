@@ -11,21 +11,19 @@ must agree on every node, while log starts and snapshots are each replica's own.
 Spark reads the live log over Kafka's protocol and a stopped node's files as the image.
 """
 
-import asyncio
 import shutil
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
+from kraft.cli.cluster_client import UNREACHABLE, request, run_async
 from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol.build import build_request
-from kraft.protocol.connection import KafkaConnection
 
 DEMO_CONFIG = {
     "metadata.log.max.record.bytes.between.snapshots": "20000",
@@ -106,24 +104,16 @@ def create_topics(cluster: LocalCluster, names: list[str], partitions: int) -> N
 
 def brokers(cluster: LocalCluster) -> list[int]:
     """Ids of the brokers Metadata lists (registered and unfenced), asked of any running node."""
-    request = build_request(3, 12, {"topics": [], "allow_auto_topic_creation": False,
-                                    "include_topic_authorized_operations": False})
+    metadata = build_request(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                     "include_topic_authorized_operations": False})
     for node in cluster.nodes.values():
         if node.running:
             try:
-                response = asyncio.run(_ask(node.client_port, request))
+                response = run_async(request(node.client_port, metadata, 5.0))
                 return sorted(b.node_id for b in response.brokers)
-            except (OSError, ConnectionError, asyncio.TimeoutError):
+            except UNREACHABLE:
                 continue
     return []
-
-
-async def _ask(port: int, request: Any) -> Any:
-    conn = await KafkaConnection.connect("127.0.0.1", port, client_id="kraft-demo")
-    try:
-        return await conn.request(request, 5.0)
-    finally:
-        conn.close()
 
 
 def settled(cluster: LocalCluster) -> bool:

@@ -209,3 +209,11 @@ def test_wrong_magic_is_reported():
     buf[16] = 1
     with pytest.raises(CorruptRecordError, match="magic byte is 1"):
         list(iter_batches(bytes(buf)))
+
+
+def test_offsets_past_the_int64_range_are_corrupt_not_an_overflow():
+    top = build_batch([(None, b"a")] * 3, base_offset=2**63 - 2)  # its last offset would pass int64
+    with pytest.raises(CorruptRecordError, match="passes the largest offset"):
+        list(iter_batches(top, expected_offset=2**63 - 2))
+    with pytest.raises(CorruptRecordError, match="passes the largest offset"):
+        assign_offsets(bytearray(build_batch([(None, b"a")] * 3)), 2**63 - 2, 1)

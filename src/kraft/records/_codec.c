@@ -589,6 +589,12 @@ static PyObject *walk_batches(PyObject *self, PyObject *args) {
                      records_count);
             break;
         }
+        int64_t base = stamping ? (int64_t)expected : be64(p);
+        if (base > INT64_MAX - 1 - last_offset_delta) {
+            snprintf(reason, sizeof reason, "base offset %lld + last offset delta %d passes the largest offset",
+                     (long long)base, last_offset_delta);
+            break;
+        }
         if ((be16(p + 21) & 7) > 4) {
             snprintf(reason, sizeof reason, "unknown compression codec %d", be16(p + 21) & 7);
             break;
@@ -600,7 +606,7 @@ static PyObject *walk_batches(PyObject *self, PyObject *args) {
             snprintf(reason, sizeof reason, "base offset %lld, expected %lld", (long long)be64(p), expected);
             break;
         }
-        if (checking) expected = be64(p) + last_offset_delta + 1;
+        if (checking) expected = base + last_offset_delta + 1; /* fits: checked above */
         PyObject *h = make_header(header_type, position + pos, p);
         if (h == NULL || PyList_Append(headers, h) < 0) {
             Py_XDECREF(h);

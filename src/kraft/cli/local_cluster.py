@@ -5,12 +5,14 @@ Each node gets a directory with its server.properties, its data (metadata.log.di
 its log file; ports are picked free on 127.0.0.1.
 """
 
+import fcntl
 import os
 import random
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,23 +39,52 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
+# Ports handed out by this process, each held by a lock on a file shared with every other
+# process of this user, for as long as this process lives.
+_PORT_CLAIMS = Path(tempfile.gettempdir()) / f"kraft-ports-{os.getuid()}"
+_claimed: dict[int, int] = {}
+
+
+def _claim(port: int) -> bool:
+    """Claims `port` for this process, unless this or another live process already has it.
+
+    A bind test alone cannot tell a port another process has picked but not yet bound (a
+    cluster writes every node's config before any node starts): CI lost a node to a port
+    that two test workers picked at once. The lock is released by the kernel when the
+    claiming process exits, however it exits.
+    """
+    if port in _claimed:
+        return False
+    _PORT_CLAIMS.mkdir(exist_ok=True)
+    fd = os.open(_PORT_CLAIMS / str(port), os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    _claimed[port] = fd
+    return True
+
+
 def free_port() -> int:
-    """A free port on 127.0.0.1 below the kernel's ephemeral range.
+    """A free port on 127.0.0.1 below the kernel's ephemeral range, claimed for this process.
 
     A port the kernel hands out for bind(0) is also one it may hand to the next outgoing
     connection (or to Spark's JVM) in the moment between our check and the node's bind;
     CI lost a node to exactly that. Below the ephemeral range only another explicit
-    picker can collide, and a random choice out of thousands makes that rare.
+    picker can collide, and the claim (see `_claim`) keeps kraft's own pickers apart.
     """
     low, _high = _ephemeral_range()
-    for _ in range(100):
+    for _ in range(1000):
         port = random.randrange(max(1024, low - 12000), low) if low > 2048 else 0
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return s.getsockname()[1]
+            port = s.getsockname()[1]
+        if _claim(port):
+            return port
     raise OSError("no free port found on 127.0.0.1")
 
 

@@ -91,19 +91,53 @@ def test_too_few_unfenced_brokers_counts_only_unfenced_ones(cluster):
     assert refused.value.error == Errors.INVALID_REPLICATION_FACTOR
 
 
-def test_create_topics_sees_its_own_earlier_topics(cluster):
-    result = ctl.create_topics(cluster.image, [ctl.NewTopic("a", 1, 1), ctl.NewTopic("a", 2, 1)], cluster.rng)
-    assert isinstance(result.response[0], ctl.CreatedTopic)
-    assert result.response[1].error == Errors.TOPIC_ALREADY_EXISTS
-    assert sum(isinstance(r, TopicRecord) for r in result.records) == 1
+def test_a_name_repeated_in_one_create_topics_is_refused_every_time_as_kafka_does(cluster):
+    wanted = [ctl.NewTopic("a", 1, 1), ctl.NewTopic("b", 1, 1), ctl.NewTopic("a", 2, 1), ctl.NewTopic("a", 1, 1)]
+    result = ctl.create_topics(cluster.image, wanted, cluster.rng)
+    a1, b, a2, a3 = result.response
+    assert isinstance(b, ctl.CreatedTopic)
+    for refused in (a1, a2, a3):
+        assert (refused.error, refused.message) == (Errors.INVALID_REQUEST, "Duplicate topic name.")
+    assert [r.name for r in result.records if isinstance(r, TopicRecord)] == ["b"]
 
 
 def test_delete_topics(cluster):
     topic_id = cluster.create("a").topic_id
-    result = cluster.commit(ctl.delete_topics(cluster.image, ["a", "nope", "a"]))
+    cluster.create("b")
+    result = cluster.commit(ctl.delete_topics(cluster.image, ["a", "nope", "b", "b"]))
     assert result[0] == topic_id
-    assert [e.error for e in result[1:]] == [Errors.UNKNOWN_TOPIC_OR_PARTITION] * 2
-    assert cluster.image.topic("a") is None
+    assert [(e.error, e.message) for e in result[1:]] == [
+        (Errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic: nope"),
+        (Errors.INVALID_REQUEST, "Duplicate topic name."),
+        (Errors.INVALID_REQUEST, "Duplicate topic name."),
+    ]
+    assert cluster.image.topic("a") is None and cluster.image.topic("b") is not None
+
+
+def test_a_null_config_value_is_a_clear_invalid_config(cluster):
+    with pytest.raises(ControllerError) as err:
+        ctl.create_topic(cluster.image, ctl.NewTopic("t", 1, 1, {"segment.ms": None, "retention.ms": "5",
+                                                                  "cleanup.policy": None}), cluster.rng)
+    assert err.value.error == Errors.INVALID_CONFIG
+    assert err.value.message == "Null value not supported for topic configs: cleanup.policy,segment.ms"
+
+
+def test_one_operation_writes_at_most_kafkas_10000_records(cluster):
+    """Kafka's QuorumController caps a user operation at 10 000 records and refuses the
+    whole request with POLICY_VIOLATION, before building any record."""
+    assert ctl.MAX_RECORDS_PER_USER_OP == 10_000
+    fits = ctl.create_topic(cluster.image, ctl.NewTopic("t", 9_998, 1, {"retention.ms": "5"}), cluster.rng)
+    assert len(fits.records) == 10_000
+    for topics in (
+        [ctl.NewTopic("t", 9_999, 1, {"retention.ms": "5"})],
+        [ctl.NewTopic("huge", 2**31 - 1, 3)],  # refused at once: no two billion records built first
+        [ctl.NewTopic("ok", 3, 1), ctl.NewTopic("t", 9_999, 1)],
+        [ctl.NewTopic(f"t{i}", 2_000, 1) for i in range(5)],  # each fits, together they do not
+    ):
+        with pytest.raises(ctl.OperationTooLargeError) as err:
+            ctl.create_topics(cluster.image, topics, cluster.rng)
+        assert err.value.error == Errors.POLICY_VIOLATION
+        assert "excessively large batch operation" in err.value.message and "10000" in err.value.message
 
 
 def alter(cluster, name, *ops):

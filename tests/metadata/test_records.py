@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraft.metadata import MetadataRecordError, decode_record, encode_record, uuid_str
+from kraft.metadata import MetadataRecordError, RecordEncodeError, decode_record, encode_record, uuid_str
 from kraft.metadata.records import (
     RECORD_TYPES,
     BrokerEndpoint,
@@ -115,7 +115,7 @@ def test_newer_version_fields_are_read_and_refused_on_an_older_write():
                                   end_points=(BrokerEndpoint(name="PLAINTEXT", host="h", port=9092),),
                                   features=(BrokerFeature(name="metadata.version", max_supported_version=9),))
     assert decode_record(encode_record(broker, 3)) == broker
-    with pytest.raises(ValueError, match="version 0 cannot hold a non-default log_dirs"):
+    with pytest.raises(RecordEncodeError, match=r"RegisterBrokerRecord\.log_dirs: version 0 cannot hold a non-default"):
         encode_record(broker)
 
 
@@ -157,8 +157,13 @@ def test_arbitrary_bytes_never_crash_the_decoder(value):
         pass
 
 
-def test_values_out_of_range_for_their_type_are_refused_on_write():
-    with pytest.raises(ValueError, match="out of range"):
+def test_values_their_field_cannot_hold_are_refused_on_write_naming_the_field():
+    with pytest.raises(RecordEncodeError, match=r"FenceBrokerRecord\.id: not a valid int32"):
         encode_record(FenceBrokerRecord(id=2**31, epoch=0))
-    with pytest.raises(ValueError, match="non-nullable string"):
+    with pytest.raises(RecordEncodeError, match=r"FeatureLevelRecord\.name: None for a non-nullable string"):
         encode_record(FeatureLevelRecord(name=None, feature_level=1))
+    with pytest.raises(RecordEncodeError, match=r"FeatureLevelRecord\.name: string of 32768 bytes is longer than 32767"):
+        encode_record(FeatureLevelRecord(name="x" * 32768, feature_level=1))
+    with pytest.raises(RecordEncodeError, match=r"PartitionRecord\.replicas: not a valid \[\]int32"):
+        encode_record(PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=(1, 2**31)))
+    assert issubclass(RecordEncodeError, ValueError), "a bad value for a codec, as before"

@@ -20,6 +20,8 @@ from kraft.metadata.errors import (
     MetadataRecordError,
     NotCaughtUpError,
     OffsetOrderError,
+    OperationTooLargeError,
+    RecordEncodeError,
 )
 from kraft.metadata.image import (
     BrokerRegistration,
@@ -49,7 +51,9 @@ __all__ = [
     "MetadataRecordError",
     "NotCaughtUpError",
     "OffsetOrderError",
+    "OperationTooLargeError",
     "PartitionRegistration",
+    "RecordEncodeError",
     "TopicImage",
     "apply_records",
     "decode_record",

@@ -8,11 +8,18 @@ Raft wiring's). Operations that run before earlier results commit must see those
 validate against `apply_records(image, earlier.records, ...)` rather than the committed image.
 
 The `create_topics` / `delete_topics` forms take many topics, as Kafka's requests do, and
-answer per topic: one bad topic does not stop the others, and adds no records.
+answer per topic: one bad topic does not stop the others, and adds no records. A name given
+twice in one request is refused every time it appears, as Kafka does.
+
+One operation writes at most MAX_RECORDS_PER_USER_OP records (Kafka's QuorumController
+bound, 10 000), all in one batch: a request that would write more is refused as a whole
+with OperationTooLargeError (POLICY_VIOLATION), before any record is built, so a topic of
+two billion partitions costs nothing.
 """
 
 import random
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -25,7 +32,7 @@ from kraft.metadata.configs import (
     incremental_alter,
 )
 from kraft.metadata.delta import apply_records
-from kraft.metadata.errors import ControllerError, Errors
+from kraft.metadata.errors import ControllerError, Errors, OperationTooLargeError
 from kraft.metadata.image import BrokerRegistration, ConfigResource, ConfigResourceType, MetadataImage
 from kraft.metadata.placement import assign_replicas, new_topic_id
 from kraft.metadata.records import (
@@ -50,6 +57,7 @@ U = TypeVar("U")
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+MAX_RECORDS_PER_USER_OP = 10_000  # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP
 _INT16_MAX = 2**15 - 1
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
@@ -66,7 +74,7 @@ class NewTopic:
     name: str
     num_partitions: int
     replication_factor: int
-    configs: Mapping[str, str] = field(default_factory=dict)
+    configs: Mapping[str, str | None] = field(default_factory=dict)  # None: a null value, refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +91,16 @@ class ProducerIdsBlock:
     broker_id: int
     first: int
     size: int
+
+
+def check_record_count(count: int) -> None:
+    """Refuses an operation that would write more records than one user operation may."""
+    if count > MAX_RECORDS_PER_USER_OP:
+        raise OperationTooLargeError(
+            Errors.POLICY_VIOLATION,
+            f"Unable to perform excessively large batch operation: it would write {count} records, "
+            f"more than the {MAX_RECORDS_PER_USER_OP} one operation may",
+        )
 
 
 def validate_topic_name(name: str) -> None:
@@ -123,6 +141,7 @@ def create_topic(image: MetadataImage, topic: NewTopic, rng: random.Random) -> C
             Errors.INVALID_REPLICATION_FACTOR,
             f"Replication factor must be larger than 0, got {topic.replication_factor}",
         )
+    check_record_count(1 + len(topic.configs) + topic.num_partitions)
     brokers = image.unfenced_brokers()
     if topic.replication_factor > len(brokers):
         raise ControllerError(
@@ -131,13 +150,17 @@ def create_topic(image: MetadataImage, topic: NewTopic, rng: random.Random) -> C
             f"factor of {topic.replication_factor} cannot be reached because only {len(brokers)} broker(s) "
             "are registered and unfenced.",
         )
-    check_configs(ConfigResourceType.TOPIC, topic.configs)
+    configs = {name: value for name, value in topic.configs.items() if value is not None}
+    if len(configs) < len(topic.configs):
+        null = sorted(name for name in topic.configs if name not in configs)
+        raise ControllerError(Errors.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(null)}")
+    check_configs(ConfigResourceType.TOPIC, configs)
     topic_id = new_topic_id(rng, image.topics_by_id)
     assignment = assign_replicas(brokers, topic.num_partitions, topic.replication_factor, rng)
     records: list[MetadataRecord] = [TopicRecord(name=topic.name, topic_id=topic_id)]
     records += [
         ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=topic.name, name=k, value=v)
-        for k, v in sorted(topic.configs.items())
+        for k, v in sorted(configs.items())
     ]
     records += [
         PartitionRecord(
@@ -163,18 +186,30 @@ def delete_topic(image: MetadataImage, name: str) -> ControllerResult[bytes]:
 
 
 def _each(
-    image: MetadataImage, items: Sequence[U], op: Callable[[MetadataImage, U], ControllerResult[T]]
+    image: MetadataImage,
+    items: Sequence[U],
+    name_of: Callable[[U], str],
+    op: Callable[[MetadataImage, U], ControllerResult[T]],
 ) -> ControllerResult[list[T | ControllerError]]:
-    """Runs `op` per item, each against the image as the previous successes left it."""
+    """Runs `op` per item, each against the image as the previous successes left it; an item
+    whose name another item shares is refused, every one of them."""
+    names = [name_of(item) for item in items]
+    repeated = {name for name, count in Counter(names).items() if count > 1}
     records: list[MetadataRecord] = []
     outcomes: list[T | ControllerError] = []
-    for item in items:
+    for item, name in zip(items, names, strict=True):
+        if name in repeated:
+            outcomes.append(ControllerError(Errors.INVALID_REQUEST, "Duplicate topic name."))
+            continue
         try:
             result = op(image, item)
+        except OperationTooLargeError:
+            raise
         except ControllerError as e:
             outcomes.append(e)
             continue
         records += result.records
+        check_record_count(len(records))
         outcomes.append(result.response)
         image = apply_records(image, result.records, offset=image.offset, epoch=image.epoch)
     return ControllerResult(tuple(records), outcomes)
@@ -183,14 +218,13 @@ def _each(
 def create_topics(
     image: MetadataImage, topics: Sequence[NewTopic], rng: random.Random
 ) -> ControllerResult[list[CreatedTopic | ControllerError]]:
-    """Per topic, a CreatedTopic or the ControllerError that refused it (a name repeated in
-    the request is refused the second time with TOPIC_ALREADY_EXISTS)."""
-    return _each(image, topics, lambda img, t: create_topic(img, t, rng))
+    """Per topic, a CreatedTopic or the ControllerError that refused it."""
+    return _each(image, topics, lambda t: t.name, lambda img, t: create_topic(img, t, rng))
 
 
 def delete_topics(image: MetadataImage, names: Sequence[str]) -> ControllerResult[list[bytes | ControllerError]]:
     """Per name, the deleted topic's id or the ControllerError that refused it."""
-    return _each(image, names, delete_topic)
+    return _each(image, names, lambda name: name, delete_topic)
 
 
 # ---------------------------------------------------------------------------- brokers

@@ -4,14 +4,16 @@ Three kinds of trouble, kept apart because each has a different owner:
 
 * `MetadataRecordError`: bytes that are not a metadata record we can read (unknown API key
   or version, truncated or trailing bytes). The log or snapshot is damaged or newer than
-  this build.
+  this build. Its twin on the way out, `RecordEncodeError`: a record whose field cannot be
+  written (a number out of range for its type, a string over Kafka's 32767 bytes).
 * `InvalidRecordError`: a well-formed record that contradicts the image it is replayed on
   (a partition of an unknown topic, fencing a broker at the wrong epoch). Only a faulty
   controller writes one; every replica refuses it identically, and the batch it came in
   leaves the image untouched.
 * `ControllerError`: an admin operation that is refused. It carries a Kafka error code, so
   a server can answer the client in Kafka's words, and it is raised before any record is
-  produced.
+  produced. `OperationTooLargeError`, one kind of it, refuses a whole request however
+  many topics it names (Kafka's cap on the records of one user operation).
 """
 
 import enum
@@ -43,6 +45,10 @@ class MetadataRecordError(MetadataError):
     """A record value that does not decode as a metadata record this build knows."""
 
 
+class RecordEncodeError(MetadataError, ValueError):
+    """A record that cannot be written; a ValueError too, as any bad value given to a codec."""
+
+
 class InvalidRecordError(MetadataError):
     """A committed record that cannot be applied to the image it follows."""
 
@@ -62,3 +68,8 @@ class ControllerError(MetadataError):
         super().__init__(f"{error.name}: {message}")
         self.error = error
         self.message = message
+
+
+class OperationTooLargeError(ControllerError):
+    """An operation that would write more records than one user operation may (Kafka's
+    POLICY_VIOLATION); it refuses the whole request, not one topic of it."""

@@ -113,6 +113,13 @@ BOOL = _Fixed("bool", "?", False)
 UUID = _Fixed("uuid", "16s", ZERO_UUID)
 
 
+def _out_of_range(wire_type: WireType, error: Exception) -> str:
+    """struct's complaint, saying which type the value does not fit (out of range, or not a number)."""
+    if isinstance(error, struct.error):
+        return f"not a valid {wire_type.name}: {error}"
+    return str(error)
+
+
 def _read_null(nullable: bool, what: str, pos: int) -> tuple[None, int]:
     if not nullable:
         raise ValueError(f"null {what} at byte {pos} where the schema does not allow null")
@@ -323,6 +330,22 @@ class Schema:
         if w is None:
             w = self._writers[version] = self._compile_writer(version)
         return w
+
+    def field_error(self, obj: Any, version: int) -> str | None:
+        """Why `obj` cannot be written at `version`, as "field: reason", or None if no single
+        field is at fault. The compiled writer packs runs of fields at once, so its errors
+        cannot say which; this slow path, taken only after a failure, writes them one by one."""
+        for name, wf, default in self.fields:
+            value = getattr(obj, name)
+            if wf.since > version:
+                if value != default:
+                    return f"{name}: version {version} cannot hold a non-default value"
+                continue
+            try:
+                wf.type.writer(version, wf.nullable)(value, [])
+            except (struct.error, ValueError, TypeError) as e:
+                return f"{name}: {_out_of_range(wf.type, e)}"
+        return None
 
     def _plan(self, version: int) -> tuple[list, list]:
         """Untagged steps in wire order (fixed-width runs merged) and tagged fields by tag."""

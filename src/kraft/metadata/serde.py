@@ -4,12 +4,13 @@
 
 One metadata record is one Kafka record, carried in the value with a null key. A value
 whose frame version, API key or version this build does not know, or that is cut short or
-has bytes left over, raises MetadataRecordError saying which.
+has bytes left over, raises MetadataRecordError saying which. A record with a field its
+type cannot hold raises RecordEncodeError naming the record and the field.
 """
 
 import struct
 
-from kraft.metadata.errors import MetadataRecordError
+from kraft.metadata.errors import MetadataRecordError, RecordEncodeError
 from kraft.metadata.records import RECORD_TYPES, MetadataRecord
 from kraft.metadata.schema import Reader, Schema, read_uvarint, uvarint
 
@@ -50,8 +51,9 @@ def encode_record(record: MetadataRecord, version: int | None = None) -> bytes:
     out = [header]
     try:
         schema.writer(version)(record, out)
-    except struct.error as e:
-        raise ValueError(f"{type(record).__name__}: a field is out of range for its type: {e}") from None
+    except (struct.error, ValueError, TypeError) as e:
+        bad = schema.field_error(record, version)
+        raise RecordEncodeError(f"{type(record).__name__}.{bad}" if bad else f"{type(record).__name__}: {e}") from None
     return b"".join(out)
 
 

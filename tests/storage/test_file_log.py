@@ -42,7 +42,7 @@ def values(log):
 
 
 def test_files_are_in_kafkas_layout_and_formats(path):
-    log = FileLog(path, segment_bytes=500, recovery_point_interval_ms=0)
+    log = FileLog(path, segment_bytes=500)
     fill(log)
     log.flush()
     names = sorted(p.name for p in path.iterdir())
@@ -52,7 +52,8 @@ def test_files_are_in_kafkas_layout_and_formats(path):
     assert all(n.replace(".log", ".index") in names for n in segments)
     assert (path / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 15\n"
     assert (path.parent / "log-start-offset-checkpoint").read_text() == "0\n1\n__cluster_metadata 0 0\n"
-    assert (path.parent / "recovery-point-offset-checkpoint").read_text() == "0\n1\n__cluster_metadata 0 30\n"
+    # Zero-padded so it can be rewritten in place on every flush; Kafka's reader parses it alike.
+    assert (path.parent / "recovery-point-offset-checkpoint").read_text() == "0\n1\n__cluster_metadata 0 %020d\n" % 30
 
 
 def test_index_entries_name_a_batch_last_offset_and_its_position(path):
@@ -69,7 +70,7 @@ def test_index_entries_name_a_batch_last_offset_and_its_position(path):
 
 
 def test_a_torn_tail_beyond_the_recovery_point_is_cut_and_reported(path, caplog):
-    log = FileLog(path, recovery_point_interval_ms=0)
+    log = FileLog(path)
     fill(log, batches=4)
     log.flush()
     durable = log.end_offset
@@ -86,7 +87,7 @@ def test_a_torn_tail_beyond_the_recovery_point_is_cut_and_reported(path, caplog)
             p.write_bytes(data)
         seg.write_bytes(full[:cut])
         with caplog.at_level(logging.WARNING, "kraft.storage"):
-            log = FileLog(path, recovery_point_interval_ms=0)
+            log = FileLog(path)
         kept = [h for h in headers if h.position + h.size <= cut]
         assert log.end_offset == kept[-1].next_offset >= durable
         if cut != kept[-1].position + kept[-1].size:
@@ -99,7 +100,7 @@ def test_a_torn_tail_beyond_the_recovery_point_is_cut_and_reported(path, caplog)
 
 @pytest.mark.parametrize("damage", ["garbage", "flipped-bit", "zeros"])
 def test_damage_in_the_unflushed_tail_is_cut(path, damage):
-    log = FileLog(path, recovery_point_interval_ms=0)
+    log = FileLog(path)
     fill(log, batches=4)
     log.flush()
     durable = log.end_offset
@@ -123,7 +124,7 @@ def test_damage_in_the_unflushed_tail_is_cut(path, damage):
 
 
 def test_a_flipped_bit_in_flushed_data_refuses_to_open(path):
-    log = FileLog(path, recovery_point_interval_ms=0)
+    log = FileLog(path)
     fill(log, batches=6)
     log.close()
     seg = path / "00000000000000000000.log"
@@ -139,7 +140,7 @@ def test_a_flipped_bit_in_flushed_data_refuses_to_open(path):
 
 def test_a_flipped_leader_epoch_in_flushed_data_is_caught_by_the_epoch_checkpoint(path):
     """The one header field Kafka leaves outside the CRC besides the base offset."""
-    log = FileLog(path, recovery_point_interval_ms=0)
+    log = FileLog(path)
     fill(log, batches=6, epochs=(1, 2))
     log.close()
     seg = path / "00000000000000000000.log"
@@ -153,7 +154,7 @@ def test_a_flipped_leader_epoch_in_flushed_data_is_caught_by_the_epoch_checkpoin
 
 
 def test_a_flipped_base_offset_in_flushed_data_is_caught_by_contiguity(path):
-    log = FileLog(path, recovery_point_interval_ms=0)
+    log = FileLog(path)
     fill(log, batches=6)
     log.close()
     seg = path / "00000000000000000000.log"
@@ -190,9 +191,11 @@ def test_epoch_checkpoint_missing_corrupt_or_ahead_of_the_log_is_reconciled(path
     log.close()
     ckpt = path / "leader-epoch-checkpoint"
     good = ckpt.read_text()
-    for bad in [None, "garbage\n", good.replace("0\n2\n", "0\n3\n") + "7 18\n"]:
+    for bad in [None, "garbage\n", good.replace("0\n2\n", "0\n3\n") + "7 18\n", b"0\n1\n\xff\xfe 0\n"]:
         if bad is None:
             ckpt.unlink()
+        elif isinstance(bad, bytes):
+            ckpt.write_bytes(bad)  # not even text
         else:
             ckpt.write_text(bad)
         log = FileLog(path)
@@ -212,8 +215,72 @@ def test_a_crash_inside_truncate_fully_leaves_a_log_that_opens_at_the_new_start(
     assert [p.name for p in path.glob("*.log")] == ["00000000000000000100.log"]
 
 
+def test_an_append_made_while_a_flush_fsyncs_is_fsynced_by_the_next_flush(path, monkeypatch):
+    """Group commit: the server appends on its loop while a worker thread fsyncs."""
+    log = FileLog(path)
+    log.append_as_leader(batch(3), epoch=1)
+    real_fsync, calls = os.fsync, []
+
+    def fsync_with_an_append_during_it(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            log.append_as_leader(batch(3), epoch=1)  # lands while the first fsync runs
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_with_an_append_during_it)
+    assert log.flush() == 3
+    fsyncs_of_first_flush = len(calls)
+    assert log.flush() == 6
+    assert len(calls) > fsyncs_of_first_flush, "the second append was reported flushed without an fsync"
+
+
+def test_the_recovery_point_is_durable_when_flush_returns(path):
+    log = FileLog(path)
+    fill(log, batches=3)
+    flushed = log.flush()
+    rp = path.parent / "recovery-point-offset-checkpoint"
+    assert int(rp.read_text().split()[-1]) == flushed  # not later, on a timer
+    log.truncate_to(3)
+    assert int(rp.read_text().split()[-1]) == 3  # lowered with the data it covered
+    log.close()
+
+
+def test_a_flipped_bit_in_the_last_flushed_batch_refuses_to_open(path):
+    log = FileLog(path)
+    fill(log, batches=6)
+    log.flush()
+    del log  # a crash right after the flush: no close
+    seg = path / "00000000000000000000.log"
+    data = bytearray(seg.read_bytes())
+    last = list(iter_batches(bytes(data)))[-1]
+    data[last.position + 70] ^= 0x01
+    seg.write_bytes(bytes(data))
+    with pytest.raises(CorruptLogError, match="recovery point"):
+        FileLog(path)
+
+
+@pytest.mark.parametrize("loss", ["last segment deleted", "last segment cut at a batch boundary", "first segment deleted"])
+def test_fsynced_segments_that_are_missing_or_cut_short_refuse_to_open(path, loss):
+    log = FileLog(path, segment_bytes=400)
+    fill(log, batches=10)
+    log.flush()
+    del log
+    segments = sorted(path.glob("*.log"))
+    assert len(segments) >= 3
+    if loss == "last segment deleted":
+        segments[-1].unlink()
+    elif loss == "first segment deleted":
+        segments[0].unlink()
+    else:
+        data = segments[-1].read_bytes()
+        first = next(iter(iter_batches(data)))
+        segments[-1].write_bytes(data[: first.size])
+    with pytest.raises(CorruptLogError):
+        FileLog(path)
+
+
 def test_a_missing_middle_segment_is_refused_when_flushed(path):
-    log = FileLog(path, segment_bytes=400, recovery_point_interval_ms=0)
+    log = FileLog(path, segment_bytes=400)
     fill(log, batches=10)
     log.close()
     middle = sorted(path.glob("*.log"))[1]
@@ -274,9 +341,18 @@ def test_quorum_state_is_kafkas_json_and_survives(tmp_path):
     assert FileQuorumStateStore(tmp_path).read() == ElectionState(5, None, 2, (1, 2, 3))
     store.write(ElectionState(epoch=6, leader_id=3))
     assert store.read() == ElectionState(6, 3, None, ())
-    (tmp_path / "quorum-state").write_text('{"leaderEpoch": "x"')
-    with pytest.raises(CorruptCheckpointError, match="quorum-state"):
-        store.read()
+    for bad in (b'{"leaderEpoch": "x"', b"\xff\xfe{}"):
+        (tmp_path / "quorum-state").write_bytes(bad)
+        with pytest.raises(CorruptCheckpointError, match="quorum-state"):
+            store.read()
+
+
+@pytest.mark.parametrize("content", [b"0\n1\n__cluster_metadata x 5\n", b"0\n1\n\xff 0 5\n", b"0\n1\n__cluster_metadata 0 five\n"])
+def test_a_log_dir_checkpoint_that_does_not_parse_is_named(path, content):
+    FileLog(path).close()
+    (path.parent / "log-start-offset-checkpoint").write_bytes(content)
+    with pytest.raises(CorruptCheckpointError, match="log-start-offset-checkpoint"):
+        FileLog(path)
 
 
 def test_a_directory_not_named_topic_partition_is_refused(tmp_path):

@@ -44,6 +44,16 @@ class StoreFactory:
         self.memory = self.memory or MemorySnapshotStore()
         return self.memory
 
+    def damage_last_byte(self, store, snapshot_id) -> None:
+        """Bit rot in a frozen snapshot: its footer's CRC no longer holds."""
+        if self.kind == "file":
+            path = store.path(snapshot_id)
+            data = path.read_bytes()
+            path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+        else:
+            data = store._data[snapshot_id]
+            store._data[snapshot_id] = data[:-1] + bytes([data[-1] ^ 1])
+
     def reopen(self, store):
         if self.kind == "file":
             return FileSnapshotStore(self.path)
@@ -483,8 +493,20 @@ def test_validation_moves_a_log_behind_the_latest_snapshot_to_its_end(stores):
     write(store, SnapshotId(40, 6), some_records(2))  # fetched from the leader, then a crash
     assert validate_snapshots_and_log(store, log) == SnapshotId(40, 6)
     assert (log.start_offset, log.end_offset, log.latest_epoch) == (40, 40, None)
-    assert store.list() == [SnapshotId(3, 1), SnapshotId(40, 6)]  # below the old start: not deleted yet
+    assert store.list() == [SnapshotId(40, 6)]  # the others end below the new log start
     log = stores.logs.reopen(log)
     assert (log.start_offset, log.end_offset) == (40, 40), "the move is durable"
     assert validate_snapshots_and_log(stores.reopen(store), log) == SnapshotId(40, 6)
     assert stores.open().list() == [SnapshotId(40, 6)]
+
+
+def test_validation_refuses_to_empty_the_log_for_a_damaged_snapshot(stores):
+    store, log = stores.open(), stores.logs.open()
+    for _ in range(4):
+        log.append_as_leader(batch(5), epoch=1)
+    log.flush()
+    write(store, SnapshotId(40, 6), some_records(2))
+    stores.damage_last_byte(store, SnapshotId(40, 6))  # frozen sound, gone bad on disk since
+    with pytest.raises(SnapshotError, match="refusing"):
+        validate_snapshots_and_log(store, log)
+    assert (log.start_offset, log.end_offset) == (0, 20), "the log keeps its records"

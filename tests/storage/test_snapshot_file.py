@@ -116,6 +116,30 @@ def test_snapshots_live_beside_the_segments(path):
     assert any(n.endswith(".log") for n in names)
 
 
+def test_a_snapshot_named_with_other_padding_is_read_and_deleted_where_it_is(path):
+    store = FileSnapshotStore(path)
+    write(store, SnapshotId(10, 1), some_records(3))
+    canonical = path / "00000000000000000010-0000000001.checkpoint"
+    wide = path / "00000000000000000010-000000000000000001.checkpoint"  # the KIP's example padding
+    canonical.rename(wide)
+    store = FileSnapshotStore(path)
+    assert store.list() == [SnapshotId(10, 1)]
+    assert len(list(store.open_reader(SnapshotId(10, 1)).records())) == 3
+    log = FileLog(path)
+    assert validate_snapshots_and_log(store, log) == SnapshotId(10, 1)  # opens it to check it
+    store.delete(SnapshotId(10, 1))
+    assert not wide.exists() and store.list() == []
+
+
+def test_two_files_with_the_same_snapshot_id_are_refused(path):
+    store = FileSnapshotStore(path)
+    write(store, SnapshotId(10, 1), some_records(3))
+    canonical = path / "00000000000000000010-0000000001.checkpoint"
+    (path / "10-1.checkpoint").write_bytes(canonical.read_bytes())
+    with pytest.raises(SnapshotError, match="two files hold snapshot"):
+        FileSnapshotStore(path)
+
+
 def test_opening_removes_parts_and_deleted_files_and_ignores_names_that_do_not_parse(path, caplog):
     store = FileSnapshotStore(path)
     write(store, SnapshotId(10, 1), some_records(3))

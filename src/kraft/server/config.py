@@ -117,7 +117,7 @@ SCHEMA: dict[str, tuple[Callable[[str], Any], Any]] = {
     "listeners": (_listeners, None),
     "controller.listener.names": (_names, ("CONTROLLER",)),
     "metadata.log.dir": (_text, None),
-    "metadata.log.segment.bytes": (_int(1024), 1024 * 1024 * 1024),
+    "metadata.log.segment.bytes": (_int(1024, 2**31 - 1), 1024 * 1024 * 1024),  # the .index holds int32 positions
     "metadata.log.segment.ms": (_int(1), 7 * DAY_MS),
     "controller.quorum.election.timeout.ms": (_int(1), 1000),
     "controller.quorum.fetch.timeout.ms": (_int(1), 2000),

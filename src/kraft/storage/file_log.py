@@ -7,15 +7,21 @@
     <log dir>/<topic>-<partition>/leader-epoch-checkpoint
 
 Opening recovers: every batch is walked with its CRC checked against offsets and the epoch
-checkpoint. Damage at or above the recovery point is what a crash leaves (a torn or
-half-written tail): the log is cut there and the cut is logged. Damage below it is data
-that was fsynced and has since gone bad: opening fails and says where, rather than drop
-acknowledged records. Whatever survives is fsynced before the log is used, because a
-killed process leaves its last writes in the page cache, visible but not yet durable.
+checkpoint. The recovery point is durable before `flush()` returns, so it is exactly what
+was reported flushed. Damage at or above it is what a crash leaves (a torn or half-written
+tail): the log is cut there and the cut is logged. Damage below it, or a log that ends
+below it (a segment missing or cut short), is data that was fsynced and has since gone
+bad: opening fails and says where, rather than drop acknowledged records. Whatever
+survives is fsynced before the log is used, because a killed process leaves its last
+writes in the page cache, visible but not yet durable.
 
-Concurrency: appends, reads, truncation and start-offset moves happen on one thread;
-`flush()` may run on another (an executor), which is how group commit overlaps fsync with
-new appends. A flush that races a truncation does not advance `last_flushed_offset`.
+The recovery point never claims more than the disk holds: it is raised only after the
+data below it is fsynced, and lowered before a truncation removes data.
+
+Concurrency: appends, reads and start-offset moves happen on one thread; `flush()` may run
+on another (an executor), which is how group commit overlaps fsync with new appends.
+Truncation takes the flush lock (it is rare, and must not interleave with a flush's
+recovery-point write).
 """
 
 import logging
@@ -28,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kraft.records import BatchHeader, CorruptRecordError, iter_file_batches
-from kraft.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from kraft.storage.checkpoint import InPlaceOffsetCheckpoint, read_offset_checkpoint, write_offset_checkpoint
 from kraft.storage.epoch_cache import LeaderEpochCache
 from kraft.storage.errors import CorruptCheckpointError, CorruptLogError
 from kraft.storage.fsutil import fsync_dir
@@ -63,7 +69,6 @@ class FileLog(ReplicatedLog):
         segment_ms: int = DEFAULT_SEGMENT_MS,
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
-        recovery_point_interval_ms: int = 1000,
         clock: Callable[[], int] = _now_ms,
     ) -> None:
         self.directory = Path(directory)
@@ -74,15 +79,13 @@ class FileLog(ReplicatedLog):
         self.segment_bytes = segment_bytes
         self.segment_ms = segment_ms
         self.index_interval_bytes = index_interval_bytes
-        self.recovery_point_interval_ms = recovery_point_interval_ms
         self.clock = clock
         self.directory.mkdir(parents=True, exist_ok=True)
         self._segments: list[Segment] = []
         self._start_offset = 0
         self._flushed = 0
         self._recovery_point = 0
-        self._recovery_point_written_ms = 0
-        self._generation = 0
+        self._recovery: InPlaceOffsetCheckpoint | None = None
         self._flush_lock = threading.Lock()  # one flush at a time, and close() waits for it
         super().__init__(LeaderEpochCache(self.directory / EPOCH_CHECKPOINT), max_batch_bytes)
         self._recover()
@@ -123,7 +126,8 @@ class FileLog(ReplicatedLog):
                 leftover.unlink()
         for leftover in self.directory.parent.glob("*-checkpoint.*.tmp"):  # an interrupted checkpoint write
             leftover.unlink(missing_ok=True)
-        self._start_offset = self._read_offset(LOG_START_CHECKPOINT) or 0
+        checkpointed_start = self._read_offset(LOG_START_CHECKPOINT)
+        self._start_offset = checkpointed_start or 0
         self._recovery_point = self._read_offset(RECOVERY_POINT_CHECKPOINT) or 0
         try:
             checkpointed: LeaderEpochCache | None = LeaderEpochCache.read(self.directory / EPOCH_CHECKPOINT)
@@ -139,6 +143,8 @@ class FileLog(ReplicatedLog):
         expected: int | None = None
         for n, base in enumerate(bases):
             segment = Segment(self.directory, base, created_ms=self.clock(), index_interval_bytes=self.index_interval_bytes)
+            if expected is None and checkpointed_start is not None and base > checkpointed_start:
+                expected = checkpointed_start  # the log's first segment is missing
             if expected is not None and base != expected:
                 self._damage(segment, 0, expected, f"segment starts at offset {base}, expected {expected}")
                 segment.delete()
@@ -146,6 +152,8 @@ class FileLog(ReplicatedLog):
                 break
             headers, good_size = self._scan(segment, base, checkpointed, rebuilt)
             segment.load_scanned(headers, good_size)
+            if headers and headers[0].max_timestamp >= 0:
+                segment.created_ms = headers[0].max_timestamp  # segment.ms counts from the data's time, as Kafka's does
             self._segments.append(segment)
             expected = segment.next_offset
             if good_size < os.fstat(segment.file.fd).st_size:
@@ -154,6 +162,14 @@ class FileLog(ReplicatedLog):
 
         self._settle_start_offset()
         leo = self.end_offset
+        if leo < self._recovery_point:
+            last = self._segments[-1]
+            raise CorruptLogError(
+                last.path,
+                last.size,
+                f"the log ends at offset {leo}, but offsets below the recovery point {self._recovery_point} "
+                "were fsynced: a segment is missing or was cut short, so opening refuses rather than lose them",
+            )
         rebuilt.truncate_from_start(self._start_offset)
         rebuilt.truncate_from_end(leo)
         self._epochs = LeaderEpochCache(self.directory / EPOCH_CHECKPOINT, rebuilt.entries())
@@ -164,6 +180,7 @@ class FileLog(ReplicatedLog):
         for segment in self._segments:
             os.fsync(segment.file.fd)
         self._flushed = leo
+        self._recovery = InPlaceOffsetCheckpoint(self.directory.parent / RECOVERY_POINT_CHECKPOINT, self.topic, self.partition)
         self._write_recovery_point(leo)
 
     def _scan(
@@ -203,7 +220,7 @@ class FileLog(ReplicatedLog):
             )
         size = os.fstat(segment.file.fd).st_size
         log.warning(
-            "%s: cut the log at position %d (offset %d): %d bytes dropped from an unflushed tail: %s",
+            "%s: cut the log at position %d (offset %d): %d bytes dropped from a tail that was never flushed: %s",
             segment.path,
             position,
             offset,
@@ -246,9 +263,14 @@ class FileLog(ReplicatedLog):
         write_offset_checkpoint(self.directory.parent / name, self.topic, self.partition, offset)
 
     def _write_recovery_point(self, offset: int) -> None:
-        self._write_offset(RECOVERY_POINT_CHECKPOINT, offset)
+        assert self._recovery is not None
+        self._recovery.write(offset)
         self._recovery_point = offset
-        self._recovery_point_written_ms = self.clock()
+
+    def _lower_recovery_point(self, offset: int) -> None:
+        """Before data at or above `offset` is removed: the point must never pass the data."""
+        if self._recovery_point > offset:
+            self._write_recovery_point(offset)
 
     # ---------------------------------------------------------------- writes
 
@@ -272,13 +294,12 @@ class FileLog(ReplicatedLog):
 
     def flush(self) -> int:
         with self._flush_lock:
-            generation, target = self._generation, self.end_offset
+            target = self.end_offset
             for segment in list(self._segments):
                 segment.flush()
-            if generation == self._generation and target > self._flushed:
+            if target > self._flushed:
+                self._write_recovery_point(target)  # durable before the offset is reported
                 self._flushed = target
-                if self.clock() - self._recovery_point_written_ms >= self.recovery_point_interval_ms:
-                    self._write_recovery_point(target)
             return self._flushed
 
     # ---------------------------------------------------------------- truncation and retention
@@ -287,8 +308,13 @@ class FileLog(ReplicatedLog):
         return bisect_right([s.base_offset for s in self._segments], offset) - 1
 
     def _truncate(self, offset: int) -> None:
-        self._generation += 1
+        with self._flush_lock:
+            self._truncate_locked(offset)
+
+    def _truncate_locked(self, offset: int) -> None:
         i = self._segment_for(offset)
+        span = self._segments[i].locate(offset)
+        self._lower_recovery_point(span.first_offset if span else offset)
         doomed = self._segments[i + 1 :]
         if offset == self._segments[i].base_offset and i > 0:
             doomed.insert(0, self._segments[i])
@@ -300,19 +326,18 @@ class FileLog(ReplicatedLog):
             fsync_dir(self.directory)
         self._segments[i].truncate(offset)
         self._flushed = min(self._flushed, self.end_offset)
-        if self._recovery_point > self.end_offset:
-            self._write_recovery_point(self.end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        self._generation += 1
-        self._write_offset(LOG_START_CHECKPOINT, offset)
-        for segment in self._segments:
-            segment.delete()
-        self._segments = [self._new_segment(offset)]
-        self._start_offset = offset
-        self._epochs.clear()
-        self._flushed = offset
-        self._write_recovery_point(offset)
+        with self._flush_lock:
+            self._lower_recovery_point(offset)
+            self._write_offset(LOG_START_CHECKPOINT, offset)
+            for segment in self._segments:
+                segment.delete()
+            self._segments = [self._new_segment(offset)]
+            self._start_offset = offset
+            self._epochs.clear()
+            self._flushed = offset
+            self._write_recovery_point(offset)
 
     def _advance_start_offset(self, offset: int) -> None:
         self._write_offset(LOG_START_CHECKPOINT, offset)
@@ -337,6 +362,7 @@ class FileLog(ReplicatedLog):
     def close(self) -> None:
         self.flush()
         with self._flush_lock:
-            self._write_recovery_point(self._flushed)
             for segment in self._segments:
                 segment.close()
+            if self._recovery is not None:
+                self._recovery.close()

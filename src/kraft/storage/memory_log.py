@@ -124,4 +124,8 @@ class MemoryLog(ReplicatedLog):
                 break
             last += 1
         end = self._positions[last + 1] if last + 1 < len(self._positions) else len(self._data)
-        return LogReadInfo(bytes(self._data[start:end]), self._bases[first], self._nexts[last])
+        # One copy, not two (a bytearray slice, then bytes of it). The bytes must be a copy:
+        # the buffer is resized by later appends and truncations, which an export would forbid.
+        with memoryview(self._data) as view:
+            data = bytes(view[start:end])
+        return LogReadInfo(data, self._bases[first], self._nexts[last])

@@ -41,11 +41,12 @@ class FileQuorumStateStore(QuorumStateStore):
 
     def read(self) -> ElectionState | None:
         try:
-            text = self.path.read_text()
+            raw = self.path.read_bytes()
         except FileNotFoundError:
             return None
+        text = raw.decode(errors="replace")
         try:
-            data = json.loads(text)
+            data = json.loads(raw)
             return ElectionState(
                 epoch=int(data["leaderEpoch"]),
                 leader_id=None if data["leaderId"] == NO_ID else int(data["leaderId"]),

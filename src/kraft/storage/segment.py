@@ -63,7 +63,11 @@ class Segment:
         self.size = 0
         self.next_offset = base_offset
         self.created_ms = created_ms
-        self.dirty = False
+        # Appends counted as they happen, and the count the last fsync covered. A flush runs
+        # on another thread while appends go on: a flag cleared after the fsync would also
+        # clear an append made during it, which the next flush would then skip.
+        self.appends = 0
+        self._synced_appends = 0
         self.index_interval_bytes = index_interval_bytes
         self._index_offsets = array("q")
         self._index_positions = array("q")
@@ -134,18 +138,20 @@ class Segment:
         """Appends validated batches; `headers` carry positions within `data`."""
         base = self.size
         pwrite_all(self.file.fd, data, base)
+        self.appends += 1  # counted before the new end is visible, so a flush that sees it fsyncs
         self._index(headers, base - headers[0].position)
         if len(self._index_offsets) - self._index_written >= 256:
             self.write_pending_index()
         self.size = base + len(data)
         last = headers[-1]
         self.next_offset = last.base_offset + last.last_offset_delta + 1
-        self.dirty = True
 
     def flush(self) -> None:
-        if self.dirty:
+        """fsyncs every append made before the call (and perhaps some made during it)."""
+        seen = self.appends
+        if seen != self._synced_appends:
             os.fsync(self.file.fd)
-            self.dirty = False
+            self._synced_appends = seen
 
     def truncate(self, offset: int) -> None:
         """Cuts the segment at the start of the batch holding `offset`; fsynced."""
@@ -160,7 +166,6 @@ class Segment:
         self._bytes_since_index = position - (self._index_positions[-1] if self._index_positions else 0)
         self.size = position
         self.next_offset = offset
-        self.dirty = False
 
     # ---------------------------------------------------------------- reads
 

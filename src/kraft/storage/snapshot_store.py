@@ -175,7 +175,9 @@ class FileSnapshotStore(SnapshotStore):
 
     Opening cleans up after a crash: a `.part` is a snapshot that was never frozen (its
     rename did not happen) and a `.deleted` one whose deletion was cut short; both go.
-    A `.checkpoint` whose name does not parse is left alone, with a warning.
+    A `.checkpoint` whose name does not parse is left alone, with a warning. Names with
+    other zero padding (the KIP's example has a wider epoch) are read where they are; two
+    files naming the same id are refused, since neither can be known to be the right one.
     """
 
     write_behind = True
@@ -184,8 +186,9 @@ class FileSnapshotStore(SnapshotStore):
         super().__init__()
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._found: dict[SnapshotId, Path] = {}  # files whose names are not in the canonical padding
         removed = False
-        for path in self.directory.iterdir():
+        for path in sorted(self.directory.iterdir()):
             if path.name.endswith((PART_SUFFIX, DELETED_SUFFIX)):
                 log.info(
                     "%s: removed %s, left by an unfinished snapshot write or delete", self.directory, path.name
@@ -194,9 +197,18 @@ class FileSnapshotStore(SnapshotStore):
                 removed = True
             elif path.name.endswith(CHECKPOINT_SUFFIX):
                 try:
-                    self._ids.append(parse_snapshot_file_name(path.name))
+                    snapshot_id = parse_snapshot_file_name(path.name)
                 except SnapshotError as e:
                     log.warning("%s: ignored: %s", self.directory, e)
+                    continue
+                if snapshot_id in self._ids:
+                    raise SnapshotError(
+                        f"{self.directory}: two files hold snapshot {snapshot_id}: {self.path(snapshot_id).name} "
+                        f"and {path.name}; remove the wrong one"
+                    )
+                self._ids.append(snapshot_id)
+                if path.name != snapshot_file_name(snapshot_id):
+                    self._found[snapshot_id] = path
         self._ids.sort()
         if removed:
             fsync_dir(self.directory)
@@ -206,7 +218,9 @@ class FileSnapshotStore(SnapshotStore):
         return str(self.directory)
 
     def path(self, snapshot_id: SnapshotId, suffix: str = CHECKPOINT_SUFFIX) -> Path:
-        return self.directory / snapshot_file_name(snapshot_id, suffix)
+        """The snapshot's file (where it was found), or the name this store writes it under."""
+        found = self._found.get(snapshot_id) if suffix == CHECKPOINT_SUFFIX else None
+        return found if found is not None else self.directory / snapshot_file_name(snapshot_id, suffix)
 
     def _new_part(self, snapshot_id: SnapshotId) -> "_StorePart":
         return _FilePart(self, snapshot_id)
@@ -221,6 +235,7 @@ class FileSnapshotStore(SnapshotStore):
         `.deleted` left by a crash in between is removed on the next open."""
         deleted = self.path(snapshot_id, DELETED_SUFFIX)
         os.rename(self.path(snapshot_id), deleted)
+        self._found.pop(snapshot_id, None)
         fsync_dir(self.directory)
         deleted.unlink()
 
@@ -324,7 +339,9 @@ def validate_snapshots_and_log(store: SnapshotStore, replicated_log: ReplicatedL
     * Snapshots ending below the log start offset are deleted: the records that would
       follow them are gone from the log, so nothing can be rebuilt from them.
     * If the latest snapshot ends past the log end (a follower that fetched a snapshot and
-      crashed before truncating), the log is emptied and restarted at the snapshot's end.
+      crashed before truncating), the log is emptied and restarted at the snapshot's end,
+      and the snapshots before it go. The snapshot is validated first: a damaged one must
+      not cost the log its records.
 
     Returns the latest snapshot, if any.
     """
@@ -346,5 +363,14 @@ def validate_snapshots_and_log(store: SnapshotStore, replicated_log: ReplicatedL
             replicated_log.end_offset,
             latest.end_offset,
         )
+        try:
+            store.open_reader(latest).validate()
+        except SnapshotError as e:
+            raise SnapshotError(
+                f"{e}; it ends past the log end {replicated_log.end_offset}, so the log would be emptied for it: "
+                "refusing instead (move the damaged snapshot away to start from the log)"
+            ) from None
         replicated_log.truncate_fully_and_start_at(latest.end_offset)
+        for deleted in store.delete_before(latest.end_offset):
+            log.info("%s: deleted snapshot %s, below the new log start offset", store.location, deleted)
     return latest

@@ -1,15 +1,23 @@
 """A real cluster of processes on loopback: election, replication, failover under load,
-restart from disk, catch-up by snapshot, wrong cluster ids, bad frames."""
+restart from disk, catch-up by snapshot, wrong cluster ids, bad frames, and the
+`kraft cluster up` and `kraft metadata-quorum` commands."""
 
+import os
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from kraft.cli.local_cluster import LocalCluster
+from kraft.cli.quorum_cmd import replication_lines, status_lines
 from kraft.protocol import ErrorCode
+from kraft.raft import messages as m
 from kraft.records import read_batches
 from kraft.storage import FileLog
 
@@ -120,18 +128,27 @@ def topics_in_log(partition_dir) -> set[str]:
     return names
 
 
-def test_graceful_stop_of_the_leader_hands_over_without_an_election_timeout(cluster):
-    leader_id, epoch = leader(cluster)
-    stopped_at = time.monotonic()
-    cluster.stop(leader_id)
-    new_leader, new_epoch = leader(cluster, exclude=(leader_id,))
-    elapsed = time.monotonic() - stopped_at
-    assert new_epoch > epoch
-    # Without EndQuorumEpoch no follower could even begin an election before the fetch
-    # timeout (2 s by default) had passed without hearing from the leader.
-    assert elapsed < 2.0, f"{elapsed:.2f} s: EndQuorumEpoch should beat the fetch timeout"
-    log_text = cluster.nodes[new_leader].log_path.read_text()
-    assert "elected leader of epoch" in log_text
+# Timers far longer than a handover: fetch.timeout.ms is how long a follower waits for its
+# leader before it may campaign, so only EndQuorumEpoch can get a successor elected sooner.
+SLOW_TIMERS = {"controller.quorum.fetch.timeout.ms": "5000", "controller.quorum.election.timeout.ms": "5000"}
+
+
+def test_graceful_stop_of_the_leader_hands_over_without_an_election_timeout(tmp_path):
+    c = LocalCluster(tmp_path / "cluster", voters=3, observers=0, overrides=SLOW_TIMERS)
+    c.start()
+    try:
+        leader_id, epoch = leader(c, timeout=60)
+        stopped_at = time.monotonic()
+        c.stop(leader_id)
+        new_leader, new_epoch = leader(c, exclude=(leader_id,), timeout=60)
+        elapsed = time.monotonic() - stopped_at
+        assert new_epoch > epoch
+        fetch_timeout = int(SLOW_TIMERS["controller.quorum.fetch.timeout.ms"]) / 1000
+        assert elapsed < fetch_timeout, f"{elapsed:.2f} s: EndQuorumEpoch should beat the fetch timeout"
+        assert f"resigned as leader of epoch {epoch}" in c.nodes[leader_id].log_path.read_text()
+        assert f"elected leader of epoch {new_epoch}" in c.nodes[new_leader].log_path.read_text()
+    finally:
+        c.stop()
 
 
 def test_restart_from_disk_keeps_everything(cluster):
@@ -214,3 +231,164 @@ def test_a_fresh_observer_catches_up_by_snapshot(tmp_path):
         assert list(c.nodes[4].partition_dir.glob("*.checkpoint"))
     finally:
         c.stop()
+
+
+def quorum_of(leader_id: int, voters: list[tuple], observers: list[tuple] = ()):
+    """A DescribeQuorum partition as the leader sends it; replicas are
+    (id, log end offset, last fetch ms, last caught-up ms)."""
+    return m.describe_quorum_response(
+        ErrorCode.none, leader_id=leader_id, epoch=7, high_watermark=100,
+        voters=tuple(m.replica_state(*v) for v in voters), observers=tuple(m.replica_state(*o) for o in observers),
+    ).topics[0].partitions[0]
+
+
+@pytest.mark.parametrize("voters,lag,lag_ms", [
+    # The voter with the lowest log end offset sets both figures, whoever caught up longest ago.
+    pytest.param([(1, 100, 5000, 5000), (2, 90, 4900, 4000), (3, 95, 4950, 3000)], 10, 1000, id="lowest-offset"),
+    # First of equals in the leader's order: here the leader itself, which lags by nothing.
+    pytest.param([(1, 100, 5000, 5000), (2, 100, 4900, 4000), (3, 100, 4950, 3000)], 0, 0, id="leader-lowest"),
+    pytest.param([(1, 100, 5000, 5000), (2, 100, 4900, 4000), (3, 100, 4950, 3000)][::-1], 0, 2000, id="voter-first"),
+    pytest.param([(1, 100, 5000, 5000), (2, 50, -1, -1), (3, 100, 4950, 3000)], 50, -1, id="never-caught-up"),
+])
+def test_describe_status_computes_the_lag_as_kafkas_tool(voters, lag, lag_ms):
+    lines = status_lines("abc", quorum_of(1, voters))
+    assert lines[4:6] == [f"MaxFollowerLag:         {lag}", f"MaxFollowerLagTimeMs:   {lag_ms}"]
+
+
+def test_describe_replication_is_laid_out_as_kafkas_tool():
+    q = quorum_of(2, [(1, 105, 4000, 3000), (2, 100, 5000, 5000), (3, 99, 4990, 4990)], [(14, -1, -1, -1)])
+    assert "\n".join(replication_lines(q)) == (
+        "NodeId\tLogEndOffset\tLag\tLastFetchTimestamp\tLastCaughtUpTimestamp\tStatus  \t\n"
+        "2     \t100         \t0  \t5000              \t5000                 \tLeader  \t\n"
+        "1     \t105         \t-5 \t4000              \t3000                 \tFollower\t\n"
+        "3     \t99          \t1  \t4990              \t4990                 \tFollower\t\n"
+        "14    \t-1          \t101\t-1                \t-1                   \tObserver\t"
+    )
+
+
+def metadata_quorum_cli(port: int, which: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "kraft.cli", "metadata-quorum", "--bootstrap-server",
+                          f"127.0.0.1:{port}", "describe", f"--{which}"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_metadata_quorum_describes_a_real_cluster_with_a_voter_down(cluster):
+    leader_id, epoch = leader(cluster)
+    down = next(n for n in cluster.voter_ids if n != leader_id)
+    cluster.stop(down)
+    for i in range(3):
+        assert create_topic(cluster.nodes[leader_id].client_port, f"while-{down}-is-down-{i}").error_code == ErrorCode.none
+    # The stopped broker fenced itself on its way out: nothing more is written, once the
+    # running replicas have it all.
+    def settled():
+        p = describe_quorum(cluster, leader_id)
+        return all(r.log_end_offset == p.high_watermark for r in (*p.current_voters, *p.observers)
+                   if r.replica_id != down)
+
+    wait_for(settled, what="the running replicas at the high watermark")
+    before = describe_quorum(cluster, leader_id)
+    stopped = next(v for v in before.current_voters if v.replica_id == down)
+    asked_at = int(time.time() * 1000)
+    other = next(n for n in cluster.voter_ids if n not in (leader_id, down))
+    status = metadata_quorum_cli(cluster.nodes[other].client_port, "status")  # a non-leader points to the leader
+    replication = metadata_quorum_cli(cluster.nodes[leader_id].client_port, "replication")
+    answered_at = int(time.time() * 1000)
+    after = describe_quorum(cluster, leader_id)
+    assert (after.high_watermark, after.leader_epoch) == (before.high_watermark, before.leader_epoch)
+
+    hw = before.high_watermark
+    fields = dict(line.split(":", 1) for line in status)
+    assert [line[:24].rstrip() for line in status] == [f"{name}:" for name in fields]
+    assert list(fields) == ["ClusterId", "LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag",
+                            "MaxFollowerLagTimeMs", "CurrentVoters", "CurrentObservers"]
+    values = {name: value.strip() for name, value in fields.items()}
+    assert values["ClusterId"] == cluster.cluster_id
+    assert (values["LeaderId"], values["LeaderEpoch"], values["HighWatermark"]) == (str(leader_id), str(epoch), str(hw))
+    assert values["MaxFollowerLag"] == str(hw - stopped.log_end_offset) and hw > stopped.log_end_offset
+    # The leader reports itself caught up as of the moment it answers.
+    lag_ms = int(values["MaxFollowerLagTimeMs"])
+    assert asked_at - stopped.last_caught_up_timestamp <= lag_ms <= answered_at - stopped.last_caught_up_timestamp
+    assert (values["CurrentVoters"], values["CurrentObservers"]) == ("[1,2,3]", "[4]")
+
+    rows = [line.split("\t") for line in replication]
+    assert all(row[-1] == "" and len(row) == 7 for row in rows), "every cell ends with a tab"
+    for column in zip(*rows):
+        assert len({len(cell) for cell in column}) == 1, f"column {column[0]!r} is not padded to one width"
+    table = [[cell.strip() for cell in row[:-1]] for row in rows]
+    assert table[0] == ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
+    followers = sorted(n for n in cluster.voter_ids if n != leader_id)
+    assert [(r[0], r[5]) for r in table[1:]] == [(str(leader_id), "Leader")] + [
+        (str(n), "Follower") for n in followers] + [("4", "Observer")]
+    ends = {r.replica_id: r.log_end_offset for r in (*before.current_voters, *before.observers)}
+    for row in table[1:]:
+        node = int(row[0])
+        assert (row[1], row[2]) == (str(ends[node]), str(hw - ends[node]))
+    assert table[1 + 1 + followers.index(down)][3:5] == [str(stopped.last_fetch_timestamp),
+                                                         str(stopped.last_caught_up_timestamp)]
+
+
+def node_processes(directory) -> dict[str, int]:
+    """Live `kraft server start` processes whose server.properties is under `directory`:
+    the config's node directory name (node-N) -> pid."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().decode().split("\0")
+        except (OSError, ValueError):
+            continue
+        config = next((a for a in args if a.startswith(str(directory)) and a.endswith("server.properties")), None)
+        if "server" in args and config is not None:
+            found[Path(config).parent.name] = int(proc.name)
+    return found
+
+
+def cluster_up(directory) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "kraft.cli", "cluster", "up", "--voters", "3", "--observers", "1",
+                             "--dir", str(directory)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_ctrl_c_during_cluster_up_start_up_stops_every_node(tmp_path):
+    directory = tmp_path / "cluster"
+    up = cluster_up(directory)
+    try:
+        # Node 1 is held (SIGSTOP) before it can listen, so start-up cannot finish: the Ctrl-C
+        # below lands while `cluster up` is still waiting for its nodes.
+        deadline = time.monotonic() + 30
+        while "node-1" not in node_processes(directory) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        held = node_processes(directory)["node-1"]
+        os.kill(held, signal.SIGSTOP)
+        wait_for(lambda: len(node_processes(directory)) == 4, what="every node process")
+        up.send_signal(signal.SIGINT)
+        os.kill(held, signal.SIGCONT)  # lets it take the SIGTERM that `cluster up` sends
+        out, err = up.communicate(timeout=60)
+    finally:
+        for pid in node_processes(directory).values():
+            os.kill(pid, signal.SIGKILL)
+        if up.poll() is None:
+            up.kill()
+    assert up.returncode == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "Ctrl-C stops the cluster" not in out, "start-up had finished: the test did not interrupt it"
+    assert "stopped" in out
+    assert node_processes(directory) == {}
+
+
+def test_cluster_up_stops_the_other_nodes_when_one_fails_to_start(tmp_path):
+    directory = tmp_path / "cluster"
+    broken = directory / "node-2" / "data" / "__cluster_metadata-0" / "quorum-state"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("not a quorum-state file")
+    up = cluster_up(directory)
+    try:
+        out, err = up.communicate(timeout=60)
+    finally:
+        for pid in node_processes(directory).values():
+            os.kill(pid, signal.SIGKILL)
+        if up.poll() is None:
+            up.kill()
+    assert up.returncode == 1
+    assert f"node 2 exited (1); see {directory / 'node-2' / 'server.log'}" in err and "Traceback" not in err, err
+    assert "quorum-state" in (directory / "node-2" / "server.log").read_text()
+    assert node_processes(directory) == {}

@@ -48,18 +48,35 @@ async def describe(bootstrap: str) -> tuple[Any, Any]:
     raise ConnectionError(f"no bootstrap server answered: {last_error}")
 
 
-def status_lines(metadata: Any, quorum: Any) -> list[str]:
-    leader = next(v for v in quorum.current_voters if v.replica_id == quorum.leader_id)
-    followers = [v for v in quorum.current_voters if v.replica_id != quorum.leader_id]
-    lag = max((leader.log_end_offset - v.log_end_offset for v in followers), default=0)
-    caught_up = [v.last_caught_up_timestamp for v in followers]
-    lag_ms = leader.last_caught_up_timestamp - min(caught_up) if caught_up and min(caught_up) >= 0 else -1
+UNKNOWN = -1  # a timestamp the leader does not know (Kafka's admin client reads it as absent)
+
+
+def _leader(quorum: Any) -> Any:
+    return next(v for v in quorum.current_voters if v.replica_id == quorum.leader_id)
+
+
+def status_lines(cluster_id: str, quorum: Any) -> list[str]:
+    """`describe --status`, as kafka-metadata-quorum prints it (before KIP-853's voter
+    endpoints and directory ids).
+
+    The follower that lags most is the voter with the lowest log end offset (the first
+    of equals, in the leader's order), which may be the leader itself: its lag in time is
+    then 0, and -1 if either of the two caught-up timestamps is unknown.
+    """
+    leader = _leader(quorum)
+    most_behind = min(quorum.current_voters, key=lambda v: v.log_end_offset)
+    if most_behind is leader:
+        lag_ms = 0
+    elif UNKNOWN in (leader.last_caught_up_timestamp, most_behind.last_caught_up_timestamp):
+        lag_ms = UNKNOWN
+    else:
+        lag_ms = leader.last_caught_up_timestamp - most_behind.last_caught_up_timestamp
     rows = [
-        ("ClusterId", metadata.cluster_id),
+        ("ClusterId", cluster_id),
         ("LeaderId", quorum.leader_id),
         ("LeaderEpoch", quorum.leader_epoch),
         ("HighWatermark", quorum.high_watermark),
-        ("MaxFollowerLag", lag),
+        ("MaxFollowerLag", leader.log_end_offset - most_behind.log_end_offset),
         ("MaxFollowerLagTimeMs", lag_ms),
         ("CurrentVoters", "[" + ",".join(str(v.replica_id) for v in quorum.current_voters) + "]"),
         ("CurrentObservers", "[" + ",".join(str(o.replica_id) for o in quorum.observers) + "]"),
@@ -68,18 +85,27 @@ def status_lines(metadata: Any, quorum: Any) -> list[str]:
 
 
 def replication_lines(quorum: Any) -> list[str]:
-    leader = next(v for v in quorum.current_voters if v.replica_id == quorum.leader_id)
+    """`describe --replication`: the leader, the other voters, then the observers, each
+    with its lag behind the leader's log end offset (negative if it is ahead)."""
+    leader = _leader(quorum)
     header = ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
     rows = []
-    ordered = [leader] + [v for v in quorum.current_voters if v is not leader]
-    for replica in ordered + list(quorum.observers):
-        status = "Leader" if replica is leader else "Follower" if replica in quorum.current_voters else "Observer"
-        rows.append([
-            replica.replica_id, replica.log_end_offset, max(0, leader.log_end_offset - replica.log_end_offset),
-            replica.last_fetch_timestamp, replica.last_caught_up_timestamp, status,
-        ])
-    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
-    return ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [header, *rows]]
+    followers = [v for v in quorum.current_voters if v is not leader]
+    for status, replicas in (("Leader", [leader]), ("Follower", followers), ("Observer", quorum.observers)):
+        rows.extend(
+            [r.replica_id, r.log_end_offset, leader.log_end_offset - r.log_end_offset, r.last_fetch_timestamp,
+             r.last_caught_up_timestamp, status]
+            for r in replicas
+        )
+    return pretty_table(header, rows)
+
+
+def pretty_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """Kafka's tools' table layout: every cell left-aligned to its column's widest value
+    and followed by a tab, the last one included."""
+    cells = [[str(x) for x in line] for line in [header, *rows]]
+    widths = [max(len(x) for x in column) for column in zip(*cells)]
+    return ["".join(x.ljust(w) + "\t" for x, w in zip(line, widths)) for line in cells]
 
 
 def metadata_quorum(bootstrap: str, status: bool, replication: bool) -> int:
@@ -88,6 +114,6 @@ def metadata_quorum(bootstrap: str, status: bool, replication: bool) -> int:
     except ConnectionError as e:
         print(f"kraft metadata-quorum: {e}", file=sys.stderr)
         return 1
-    lines = status_lines(metadata, quorum) if status else replication_lines(quorum)
+    lines = status_lines(metadata.cluster_id, quorum) if status else replication_lines(quorum)
     print("\n".join(lines))
     return 0

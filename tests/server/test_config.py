@@ -1,5 +1,8 @@
-"""server.properties: Kafka's names and defaults; unknown keys and bad values stop start-up."""
+"""server.properties: Kafka's names and defaults; unknown keys and bad values stop start-up.
+And the node's log format, text or JSON (KRAFT_LOG_FORMAT)."""
 
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -97,3 +100,28 @@ def test_server_start_names_a_port_that_is_taken(tmp_path, taken):
                              text=True, timeout=60)
     assert out.returncode == 1, out.stderr
     assert f"{busy}" in out.stderr and "in use" in out.stderr.lower() and "Traceback" not in out.stderr
+
+
+def test_kraft_log_format_json_writes_each_event_as_a_json_object(tmp_path, monkeypatch):
+    from kraft.cli.cluster_client import leader
+    from kraft.cli.local_cluster import LocalCluster
+
+    monkeypatch.setenv("KRAFT_LOG_FORMAT", "json")  # the node processes inherit it
+    cluster = LocalCluster(tmp_path / "cluster", voters=1, observers=0)
+    with cluster:
+        cluster.start()
+        _, epoch = leader(cluster)
+    entries = [json.loads(line) for line in cluster.nodes[1].log_path.read_text().splitlines()]
+    assert entries and all(e["node"] == 1 and e["level"] and e["logger"] and e["time"] for e in entries)
+    elected = [e for e in entries if e["event"] == "node %d: elected leader of epoch %d with votes from %s"]
+    assert [(e["args"], e["message"]) for e in elected] == [
+        ([1, epoch, [1]], f"node 1: elected leader of epoch {epoch} with votes from [1]")]
+    assert any(e["message"].startswith("node 1 ready: controller") for e in entries)
+
+
+def test_an_unknown_log_format_stops_start_up_naming_it(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in {**BASE, "metadata.log.dir": str(tmp_path)}.items()))
+    out = subprocess.run([sys.executable, "-m", "kraft.cli", "server", "start", str(path)], capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "KRAFT_LOG_FORMAT": "xml"})
+    assert out.returncode == 1 and "KRAFT_LOG_FORMAT: 'xml' is not text or json" in out.stderr, out.stderr

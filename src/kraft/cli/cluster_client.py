@@ -74,15 +74,18 @@ def create_topic(port: int, name: str, partitions: int = 1, rf: int = 1, timeout
         time.sleep(0.1)
 
 
-def metric(cluster: LocalCluster, node_id: int, name: str) -> float | None:
-    """A sample from the node's Prometheus endpoint (None if absent)."""
+def scrape(cluster: LocalCluster, node_id: int) -> dict[str, float]:
+    """The node's Prometheus samples at one scrape, name (labels included) -> value."""
     url = f"http://127.0.0.1:{cluster.nodes[node_id].metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=5) as response:
-        text = response.read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            return float(line.rsplit(" ", 1)[1])
-    return None
+        lines = response.read().decode().splitlines()
+    return {name: float(value) for name, value in (line.rsplit(" ", 1) for line in lines if line and line[0] != "#")}
+
+
+def metric(cluster: LocalCluster, node_id: int, name: str) -> float | None:
+    """One sample from the node's Prometheus endpoint (None if absent)."""
+    samples = scrape(cluster, node_id)
+    return samples.get(name, next((v for k, v in samples.items() if k.startswith(name + "{")), None))
 
 
 def topic_names(cluster: LocalCluster, node_id: int) -> set[str]:

@@ -17,6 +17,7 @@ from kraft.metadata import MetadataImage
 
 from kraft.raft import RaftCore
 from kraft.raft.metrics import SnapshotMetrics
+from kraft.storage import SnapshotId
 
 log = logging.getLogger("kraft.server")
 
@@ -74,15 +75,32 @@ class NodeMetrics:
         self.port: int | None = None
         self._server: Any = None
 
-    def update(self, core: RaftCore) -> None:
-        self.high_watermark.set(core.high_watermark if core.high_watermark is not None else -1)
-        self.log_end_offset.set(core.log.end_offset)
-        self.log_start_offset.set(core.log.start_offset)
-        self.current_epoch.set(core.epoch)
-        self.current_leader.set(core.leader_id if core.leader_id is not None else -1)
-        latest = core.snapshots.latest()
-        self.latest_snapshot_end_offset.set(latest.end_offset if latest is not None else -1)
-        self.latest_snapshot_epoch.set(latest.epoch if latest is not None else -1)
+    def bind(self, core: RaftCore) -> None:
+        """The gauges that follow the core are read from it when the endpoint is scraped
+        (in the HTTP server's thread), rather than set after every step of the core: a
+        busy node steps tens of thousands of times a second, and is scraped every few.
+        Each read is of one attribute, or of a list copied in one call."""
+
+        def latest() -> SnapshotId | None:
+            ids = core.snapshots.list()
+            return ids[-1] if ids else None
+
+        def snapshot_lag() -> int:
+            # KIP-630's SnapshotLag: from the latest snapshot's end (0 without one) to the high watermark.
+            snapshot = latest()
+            return max(0, (core.high_watermark or 0) - (snapshot.end_offset if snapshot is not None else 0))
+
+        def or_minus_one(value: int | None) -> int:
+            return -1 if value is None else value
+
+        self.high_watermark.set_function(lambda: or_minus_one(core.high_watermark))
+        self.log_end_offset.set_function(lambda: core.log.end_offset)
+        self.log_start_offset.set_function(lambda: core.log.start_offset)
+        self.current_epoch.set_function(lambda: core.epoch)
+        self.current_leader.set_function(lambda: or_minus_one(core.leader_id))
+        self.latest_snapshot_end_offset.set_function(lambda: or_minus_one(getattr(latest(), "end_offset", None)))
+        self.latest_snapshot_epoch.set_function(lambda: or_minus_one(getattr(latest(), "epoch", None)))
+        self.snapshots.lag.set_function(snapshot_lag)
 
     def serve(self, host: str, port: int) -> int:
         """Starts the HTTP endpoint (a daemon thread); returns the port it listens on."""

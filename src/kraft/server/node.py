@@ -7,6 +7,10 @@ the log has unflushed appends (group commit: appends go on while it runs), start
 snapshot job in a worker thread if one is due, and re-arms the timer for the core's next
 deadline.
 
+The timer is one loop.call_at handle, re-armed after a step only when the core's next
+deadline comes earlier than the one armed (a step is often a single request's worth of
+work, tens of thousands a second under load; the timer must cost nothing per step).
+
 Two listeners: the controller listener (controller.listener.names) serves the Raft RPCs
 to peers; the client listener serves Kafka clients (kraft.server.client_api).
 """
@@ -108,7 +112,8 @@ class KraftNode:
         self._next_handle = 0
         self._flushing = False
         self._flush_task: asyncio.Task | None = None
-        self._wake = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0  # loop time the armed timer fires at
         self._tasks: set[asyncio.Task] = set()
         self._step_listeners: list[Callable[[RaftCore], None]] = []
         self.raft_server: KafkaServer | None = None
@@ -180,7 +185,7 @@ class KraftNode:
                 self.metrics.serve(host, port)
             except OSError as e:
                 raise OSError(e.errno, f"metrics endpoint cannot listen on {host}:{port}: {e.strerror}") from e
-        self._spawn(self._timer())
+        self.metrics.bind(self.core)
         self.metrics.image.source = lambda: self.controller.cache.image
         self.client_api.start()
         self.step(lambda core, now: core.tick(now))
@@ -199,6 +204,8 @@ class KraftNode:
             self.step(lambda c, now: c.resign(now))
             await self.peers.drain(timeout=1.0)  # the EndQuorumEpoch requests reach the others
         self.stopping = True
+        if self._timer is not None:
+            self._timer.cancel()
         if self._flush_task is not None:
             await asyncio.gather(self._flush_task, return_exceptions=True)  # never close under a running fsync
         for server in (self.raft_server, self.client_server):
@@ -260,10 +267,9 @@ class KraftNode:
         job = self.controller.start_snapshot(self.now())
         if job is not None:
             self._spawn(self._snapshot(job))
-        self.metrics.update(core)
         for listener in self._step_listeners:
             listener(core)
-        self._wake.set()
+        self._arm_timer(core)
 
     def _send(self, send: Send) -> None:
         request_id = send.request_id
@@ -315,18 +321,26 @@ class KraftNode:
         finally:
             self._replies.pop(handle, None)
 
-    async def _timer(self) -> None:
-        while not self.stopping:
-            core = self.core
-            assert core is not None
-            delay = max(0.0, (core.next_deadline() - self.now()) / 1000)
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=min(delay, 1.0))
-            except asyncio.TimeoutError:
-                pass
-            if core.next_deadline() <= self.now():
-                self.step(lambda c, now: c.tick(now))
+    def _arm_timer(self, core: RaftCore) -> None:
+        """Makes sure a tick comes by the core's next deadline (and at least once a second)."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + min(max(0.0, (core.next_deadline() - self.now()) / 1000), 1.0)
+        if self._timer is not None and self._timer_due <= due:
+            return  # an earlier tick is armed; it looks again when it fires
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_due = due
+        self._timer = loop.call_at(due, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        core = self.core
+        if core is None or self.stopping or self.failure is not None:
+            return
+        if core.next_deadline() <= self.now():
+            self.step(lambda c, now: c.tick(now))
+        else:
+            self._arm_timer(core)  # woke early (the 1 s cap, or the clocks disagree by a little)
 
     async def _flush(self) -> None:
         """Group commit: one fsync, in a worker thread, for every append made before it began."""

@@ -41,6 +41,16 @@ def values(log):
     return out
 
 
+def flip(path, batch: int, byte: int, mask: int):
+    """Flips bits in the first segment: `byte` bytes into its `batch`-th batch. Returns that batch."""
+    seg = path / "00000000000000000000.log"
+    data = bytearray(seg.read_bytes())
+    victim = list(iter_batches(bytes(data)))[batch]
+    data[victim.position + byte] ^= mask
+    seg.write_bytes(bytes(data))
+    return victim
+
+
 def test_files_are_in_kafkas_layout_and_formats(path):
     log = FileLog(path, segment_bytes=500)
     fill(log)
@@ -127,14 +137,10 @@ def test_a_flipped_bit_in_flushed_data_refuses_to_open(path):
     log = FileLog(path)
     fill(log, batches=6)
     log.close()
-    seg = path / "00000000000000000000.log"
-    data = bytearray(seg.read_bytes())
-    victim = list(iter_batches(bytes(data)))[2]
-    data[victim.position + 70] ^= 0x80
-    seg.write_bytes(bytes(data))
+    victim = flip(path, 2, 70, 0x80)
     with pytest.raises(CorruptLogError) as err:
         FileLog(path)
-    assert err.value.path == seg and err.value.position == victim.position
+    assert err.value.path == path / "00000000000000000000.log" and err.value.position == victim.position
     assert "CRC mismatch" in str(err.value) and "fsynced" in str(err.value)
 
 
@@ -143,11 +149,7 @@ def test_a_flipped_leader_epoch_in_flushed_data_is_caught_by_the_epoch_checkpoin
     log = FileLog(path)
     fill(log, batches=6, epochs=(1, 2))
     log.close()
-    seg = path / "00000000000000000000.log"
-    data = bytearray(seg.read_bytes())
-    victim = list(iter_batches(bytes(data)))[1]
-    data[victim.position + 15] ^= 0x08  # epoch 1 -> 9
-    seg.write_bytes(bytes(data))
+    victim = flip(path, 1, 15, 0x08)  # epoch 1 -> 9
     with pytest.raises(CorruptLogError, match="leader epoch 9") as err:
         FileLog(path)
     assert err.value.position == victim.position
@@ -157,11 +159,7 @@ def test_a_flipped_base_offset_in_flushed_data_is_caught_by_contiguity(path):
     log = FileLog(path)
     fill(log, batches=6)
     log.close()
-    seg = path / "00000000000000000000.log"
-    data = bytearray(seg.read_bytes())
-    victim = list(iter_batches(bytes(data)))[4]
-    data[victim.position + 7] ^= 0x01
-    seg.write_bytes(bytes(data))
+    flip(path, 4, 7, 0x01)
     with pytest.raises(CorruptLogError, match="expected 12"):
         FileLog(path)
 
@@ -250,11 +248,7 @@ def test_a_flipped_bit_in_the_last_flushed_batch_refuses_to_open(path):
     fill(log, batches=6)
     log.flush()
     del log  # a crash right after the flush: no close
-    seg = path / "00000000000000000000.log"
-    data = bytearray(seg.read_bytes())
-    last = list(iter_batches(bytes(data)))[-1]
-    data[last.position + 70] ^= 0x01
-    seg.write_bytes(bytes(data))
+    flip(path, -1, 70, 0x01)
     with pytest.raises(CorruptLogError, match="recovery point"):
         FileLog(path)
 

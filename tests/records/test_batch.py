@@ -1,5 +1,7 @@
 """RecordBatch v2: layout, attributes, timestamps, compression and error reporting."""
 
+import copy
+import pickle
 import struct
 
 import pytest
@@ -10,15 +12,20 @@ from kraft.records import (
     Compression,
     CorruptRecordError,
     IncompleteBatchError,
+    Record,
+    RecordBatch,
     SimpleRecord,
     TimestampType,
     UnsupportedCompressionError,
     assign_offsets,
     build_batch,
+    crc_is_valid,
     iter_batches,
+    parse_header,
     read_batches,
 )
 from kraft.records.batch import CRC_START
+from tests.records.crafted import BASE_TIMESTAMP_AT, LAST_OFFSET_DELTA_AT, restamp_crc, with_offset_deltas
 
 
 def one(buf: bytes):
@@ -217,3 +224,91 @@ def test_offsets_past_the_int64_range_are_corrupt_not_an_overflow():
         list(iter_batches(top, expected_offset=2**63 - 2))
     with pytest.raises(CorruptRecordError, match="passes the largest offset"):
         assign_offsets(bytearray(build_batch([(None, b"a")] * 3)), 2**63 - 2, 1)
+
+
+def _decode_offsets(buf: bytes) -> list[int]:
+    return [r.offset for batch in read_batches(buf) for r in batch.records()]
+
+
+def test_records_claiming_offsets_past_the_batch_are_corrupt():
+    """A batch spanning 100..101 whose second record claims offset 105."""
+    buf = with_offset_deltas([0, 5], base_offset=100)
+    record_size = (len(buf) - HEADER_SIZE) // 2
+    with pytest.raises(CorruptRecordError, match=r"record 1: offset delta 5 is outside the batch's offsets 100\.\.101") as err:
+        _decode_offsets(buf)
+    assert err.value.position == HEADER_SIZE + record_size
+
+
+@pytest.mark.parametrize("deltas", [[0, 0], [1, 0], [0, 2, 1]])
+def test_records_whose_offsets_repeat_or_go_back_are_corrupt(deltas):
+    buf = with_offset_deltas(deltas, base_offset=100, last_offset_delta=len(deltas))
+    with pytest.raises(CorruptRecordError, match="does not follow the previous record's offset"):
+        _decode_offsets(buf)
+
+
+def test_gaps_between_offsets_are_read_as_kafkas_log_cleaner_leaves_them_but_a_leader_refuses_them():
+    """Compaction drops records and keeps the batch's last offset delta: 2 records over 5 offsets."""
+    buf = with_offset_deltas([1, 4], base_offset=100, last_offset_delta=4)
+    assert _decode_offsets(buf) == [101, 104]
+    with pytest.raises(CorruptRecordError, match="needs one record per offset: 2 records, last offset delta 4"):
+        assign_offsets(bytearray(buf), 0, 1)
+
+
+def _unwalked(buf: bytes) -> RecordBatch:
+    """A batch taken on its header alone, as a reader holding a header from elsewhere does."""
+    return RecordBatch(parse_header(memoryview(buf), 0, 500), buf)
+
+
+def test_header_fields_that_contradict_each_other_name_the_batch_even_unwalked():
+    more_records_than_offsets = bytearray(build_batch([(None, b"a")] * 3))
+    struct.pack_into(">i", more_records_than_offsets, LAST_OFFSET_DELTA_AT, 1)
+    more_records_than_offsets = restamp_crc(more_records_than_offsets)
+    with pytest.raises(CorruptRecordError, match="record count 3 does not fit last offset delta 1"):
+        list(iter_batches(more_records_than_offsets))
+    with pytest.raises(CorruptRecordError, match="record count 3 does not fit the batch's 2 offsets") as err:
+        _unwalked(more_records_than_offsets).records()
+    assert err.value.position == 500
+    past_int64 = build_batch([(None, b"a")] * 3, base_offset=2**63 - 2)
+    with pytest.raises(CorruptRecordError, match="outside the offset range") as err:
+        _unwalked(past_int64).records()
+    assert err.value.position == 500
+
+
+def test_a_timestamp_delta_past_the_int64_range_is_corrupt_not_a_wrapped_timestamp():
+    buf = bytearray(build_batch([SimpleRecord(None, b"a", (), 0), SimpleRecord(None, b"b", (), 5)]))
+    struct.pack_into(">q", buf, BASE_TIMESTAMP_AT, 2**63 - 1)
+    with pytest.raises(CorruptRecordError, match="record 1: timestamp delta takes the timestamp past the int64 range"):
+        _decode_offsets(restamp_crc(buf))
+
+
+def test_a_short_buffer_is_an_incomplete_batch_for_the_public_header_and_crc_helpers():
+    batch = build_batch([(None, b"a")] * 2)
+    with pytest.raises(IncompleteBatchError, match="10 bytes left, fewer than a batch header") as err:
+        parse_header(memoryview(batch[:10]), 0, 4096)
+    assert err.value.position == 4096
+    with pytest.raises(IncompleteBatchError, match="fewer than a batch header"):
+        parse_header(memoryview(batch), len(batch) - 5, 0)
+    with pytest.raises(IncompleteBatchError, match="fewer than a batch header"):
+        crc_is_valid(batch[:HEADER_SIZE - 1])
+    with pytest.raises(IncompleteBatchError, match=f"batch of {len(batch)} bytes but only {len(batch) - 1}") as err:
+        crc_is_valid(batch[:-1], position=77)
+    assert err.value.position == 77
+    assert crc_is_valid(batch) and crc_is_valid(batch + b"next batch")  # judged on its own span
+    flipped = bytearray(batch)
+    flipped[-1] ^= 1
+    assert not crc_is_valid(flipped)
+
+
+def test_a_record_is_an_immutable_tuple_with_named_fields_that_pickles():
+    (rec,) = one(build_batch([SimpleRecord(b"k", b"v", [("h", b"x")], 7)], base_offset=3)).records()
+    assert isinstance(rec, Record) and isinstance(rec, tuple)
+    assert rec == (3, 7, b"k", b"v", (("h", b"x"),))
+    assert (rec.offset, rec.timestamp, rec.key, rec.value, rec.headers) == tuple(rec)
+    assert repr(rec) == "Record(offset=3, timestamp=7, key=b'k', value=b'v', headers=(('h', b'x'),))"
+    for copied in (pickle.loads(pickle.dumps(rec)), copy.deepcopy(rec)):
+        assert type(copied) is Record and copied == rec and copied.value == b"v"
+    with pytest.raises(AttributeError):
+        rec.offset = 4
+    assert Record((1, 2, None, None, ())).key is None
+    with pytest.raises(TypeError, match="takes 5 items"):
+        Record((1, 2))

@@ -1,6 +1,8 @@
 """Walking batches straight from a file through a reused buffer."""
 
 import os
+import struct
+import tracemalloc
 
 import pytest
 
@@ -60,3 +62,29 @@ def test_corruption_in_file_names_absolute_position(segment):
     with pytest.raises(CorruptRecordError) as err:
         walk(path, chunk_size=1024)
     assert err.value.position == headers[3].position
+
+
+def test_a_corrupt_length_is_reported_from_the_header_without_allocating_what_it_claims(tmp_path):
+    """A length field claiming 2 GB, followed by more than one read chunk of real data."""
+    good = build_batch([(None, b"x" * 100)])
+    bad = bytearray(build_batch([(None, b"y" * 100)] * 10, base_offset=1))
+    struct.pack_into(">i", bad, 8, 2**31 - 1)
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(good + bad)
+    chunk = 256
+    assert len(bad) > 2 * chunk
+    tracemalloc.start()
+    try:
+        with pytest.raises(IncompleteBatchError, match=f"batch of {2**31 + 11} bytes but only {len(bad)} bytes left") as err:
+            walk(path, chunk_size=chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert err.value.position == len(good)
+    assert peak < 1 << 20, f"the walk allocated {peak} bytes"
+    assert [h.base_offset for h in walk(path, chunk_size=chunk, partial_tail="stop")] == [0]
+    # A region's end bounds a batch as the file's end does.
+    whole = build_batch([(None, b"z" * 100)] * 3, base_offset=1)
+    path.write_bytes(good + whole)
+    with pytest.raises(IncompleteBatchError, match=f"batch of {len(whole)} bytes but only 100 bytes left in the region"):
+        walk(path, end=len(good) + 100)

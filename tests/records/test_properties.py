@@ -24,6 +24,7 @@ from kraft.records import (
     read_batches,
 )
 from kraft.records.batch import CRC_START
+from tests.records.crafted import with_offset_deltas
 
 maybe_bytes = st.none() | st.binary(max_size=300)
 headers = st.lists(st.tuples(st.text(max_size=20), maybe_bytes), max_size=4)
@@ -110,8 +111,25 @@ def test_garbage_under_a_valid_crc_is_a_corrupt_record_error_never_a_crash(recs,
         for header in iter_batches(bytes(buf)):
             pass
         for batch in read_batches(bytes(buf)):
-            batch.records()
+            offsets = [r.offset for r in batch.records()]
+            h = batch.header
+            assert all(h.base_offset <= o <= h.last_offset for o in offsets), "offsets stay inside the batch"
+            assert offsets == sorted(set(offsets)), "offsets rise strictly"
     except CorruptRecordError as e:
         assert 0 <= e.position < len(buf)
     except UnsupportedCompressionError:
         assert buf[22] & 0x07 == Compression.SNAPPY  # the junk set the codec bits to snappy
+
+
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=20), st.integers(0, 40))
+@settings(max_examples=300)
+def test_records_decode_only_when_their_offsets_rise_inside_the_batch(deltas, last_offset_delta):
+    """Gaps are fine (compaction leaves them); repeats, reversals and overruns are corrupt."""
+    buf = with_offset_deltas(deltas, base_offset=1000, last_offset_delta=last_offset_delta)
+    valid = all(a < b for a, b in zip(deltas, deltas[1:])) and deltas[-1] <= last_offset_delta
+    try:
+        offsets = [r.offset for batch in read_batches(buf) for r in batch.records()]
+    except CorruptRecordError:
+        assert not valid
+    else:
+        assert valid and offsets == [1000 + d for d in deltas]

@@ -113,6 +113,8 @@ class BatchHeader(NamedTuple):
 
 def parse_header(view: memoryview, pos: int, position: int) -> BatchHeader:
     """Unpacks and range-checks the header at `pos`; `position` is its absolute position in the file."""
+    if len(view) - pos < HEADER_SIZE:
+        raise IncompleteBatchError(position, f"{len(view) - pos} bytes left, fewer than a batch header")
     fields = HEADER.unpack_from(view, pos)
     header = BatchHeader(position, *fields)
     if header.magic != MAGIC:
@@ -190,6 +192,8 @@ def iter_file_batches(
 
     Reads with preadv into the same buffer, so a scan of a large segment allocates nothing
     per batch and never holds more than one chunk (or one batch, if a batch is larger).
+    Errors and `partial_tail` are as in iter_batches; a batch whose length field runs past
+    `end` is a partial tail, found from its header before any buffer that size is allocated.
     """
     if end is None:
         end = os.fstat(fd).st_size
@@ -212,14 +216,19 @@ def iter_file_batches(
             pos += consumed
             continue
         # No whole batch in the window: a batch larger than the buffer, or a partial tail.
-        if got >= HEADER_SIZE and pos + got < end:
+        # A size past the region's end is a torn tail or a corrupt length: either way it is
+        # reported from the header, before a buffer of that size is allocated.
+        reason = f"data ends {got} bytes into a batch"
+        if got >= HEADER_SIZE:
             batch_size = parse_header(memoryview(buf), 0, pos).size
-            if batch_size > len(buf):
+            if batch_size > end - pos:
+                reason = f"batch of {batch_size} bytes but only {end - pos} bytes left in the region"
+            elif batch_size > len(buf):
                 buf = bytearray(batch_size)
                 continue
         if partial_tail == "stop":
             return
-        raise IncompleteBatchError(pos, f"file ends {end - pos} bytes into a batch")
+        raise IncompleteBatchError(pos, reason)
 
 
 class RecordBatch:
@@ -249,9 +258,13 @@ class RecordBatch:
                 raise CorruptRecordError(h.position, str(e)) from None
         log_append = h.max_timestamp if h.timestamp_type == TimestampType.LOG_APPEND_TIME else None
         try:
-            return _codec.decode_records(body, h.base_offset, h.base_timestamp, h.records_count, log_append)
+            return _codec.decode_records(
+                body, h.base_offset, h.last_offset_delta, h.base_timestamp, h.records_count, log_append
+            )
         except ValueError as e:
             reason, rel = e.args
+            if rel is None:  # the header's fields contradict each other
+                raise CorruptRecordError(h.position, reason) from None
             if h.compression == Compression.NONE:
                 raise CorruptRecordError(h.position + HEADER_SIZE + rel, reason) from None
             raise CorruptRecordError(h.position, f"{reason} (at byte {rel} of the decompressed records)") from None
@@ -321,7 +334,12 @@ def build_batch(
     return batch
 
 
-def crc_is_valid(batch: bytes | bytearray | memoryview) -> bool:
-    """Whether one whole batch's stored CRC matches its bytes (for tools that report, not stop)."""
-    (stored,) = struct.unpack_from(">I", batch, 17)
-    return crc32c(memoryview(batch)[CRC_START:]) == stored
+def crc_is_valid(batch: bytes | bytearray | memoryview, position: int = 0) -> bool:
+    """Whether the stored CRC of the batch at the start of `batch` matches its bytes (for
+    tools that report, not stop). `position` is where it lies in its file, for errors: a
+    buffer shorter than the batch it starts is an IncompleteBatchError, not a False."""
+    view = memoryview(batch)
+    header = parse_header(view, 0, position)
+    if len(view) < header.size:
+        raise IncompleteBatchError(position, f"batch of {header.size} bytes but only {len(view)} bytes given")
+    return crc32c(view[CRC_START : header.size]) == header.crc

@@ -1,8 +1,10 @@
 """RecordBatch v2: layout, attributes, timestamps, compression and error reporting."""
 
 import copy
+import gc
 import pickle
 import struct
+import weakref
 
 import pytest
 from crc32c import crc32c
@@ -312,3 +314,21 @@ def test_a_record_is_an_immutable_tuple_with_named_fields_that_pickles():
     assert Record((1, 2, None, None, ())).key is None
     with pytest.raises(TypeError, match="takes 5 items"):
         Record((1, 2))
+
+
+def test_decoded_records_stay_out_of_the_cycle_collector_and_built_ones_do_not():
+    """A decoded record holds only ints, bytes and tuples of str/bytes, so it cannot be in a
+    cycle; one built from Python may hold anything, and a cycle through it must be found."""
+    records = one(build_batch([SimpleRecord(b"k", b"v", [("h", b"x")], 7)] * 3)).records()
+    assert not any(gc.is_tracked(r) for r in records)
+
+    class Holder:
+        record: Record
+
+    holder = Holder()
+    holder.record = Record((1, 2, None, holder, ()))  # a cycle through a record
+    assert gc.is_tracked(holder.record)
+    alive = weakref.ref(holder)
+    del holder
+    gc.collect()
+    assert alive() is None

@@ -31,7 +31,11 @@ simulate: $(CODEC)
 chaos: $(CODEC)
 	$(PY) -m kraft.cli chaos --rounds $(ROUNDS) --seed $(CHAOS_SEED) --dir .chaos-data
 
+# A venv is made only once, so only then is $(PYTHON) checked: kraft needs 3.11 or newer.
 $(INSTALLED): pyproject.toml setup.py Makefile
+	@test -x $(PY) || $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "kraft needs Python 3.11 or newer; PYTHON=$(PYTHON) is $$($(PYTHON) --version 2>/dev/null || echo 'no command here')." >&2; \
+	  echo "Run make with PYTHON=python3.11 (or newer), e.g. 'make test PYTHON=python3.12'." >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -U pip setuptools wheel
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'

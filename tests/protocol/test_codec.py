@@ -90,6 +90,14 @@ def test_unknown_tag_inside_a_nested_struct_is_skipped():
     assert request == fetch_request()
 
 
+def test_an_unknown_tag_longer_than_the_frame_is_malformed_and_says_so():
+    raw = bytearray(encode_request(fetch_request(), correlation_id=1, client_id=None)[4:])
+    assert raw[-1] == 0
+    raw[-1:] = _uvarint(1) + _uvarint(77) + _uvarint(200) + b"ab"  # claims 200 bytes, 2 follow
+    with pytest.raises(MalformedFrameError, match=f"tagged field 77 of 200 bytes at byte {len(raw) - 2} runs past"):
+        decode_request(bytes(raw))
+
+
 def test_garbage_body_is_malformed_not_a_crash():
     raw = encode_request(fetch_request(), correlation_id=1, client_id=None)[4:]
     with pytest.raises(MalformedFrameError):

@@ -108,6 +108,11 @@ def read_entity(cls: type, buf: memoryview, pos: int, zero_copy: bool = False) -
             pos += size
             length, size = read_unsigned_varint(buf, pos)
             pos += size
+            if length > len(buf) - pos:
+                raise ValueError(
+                    f"tagged field {tag} of {length} bytes at byte {pos} runs past the end of the "
+                    f"{len(buf)}-byte buffer"
+                )
             if tag in tagged:
                 f, how = tagged[tag]
                 values[f.name], _ = _read_field(cls, f, how, buf, pos, True, zero_copy)

@@ -3,15 +3,21 @@
 On every node it is the Raft listener feeding a MetadataCache: committed batches in order,
 control batches as offsets to step over, snapshots at boot and after a fetch. On the leader
 it is also the active controller: an admin operation is validated against the committed
-image plus the records appended but not yet committed, its records appended, and its
-answer resolved only when they commit in the same epoch. A leadership change fails every
-operation still waiting with NOT_CONTROLLER, which clients retry.
+image plus the records appended but not yet committed (the working image), its records
+replayed on the working image and then appended in one call, so they go out as one batch,
+and its answer resolved only when they commit in the same epoch. A record the working image
+refuses, or that cannot be encoded, is never appended. An operation that writes nothing
+still read the working image, so its answer waits for the operation before it (Kafka ties
+it to the last written offset the same way): "already unfenced" is only true once the
+unfencing commits. A leadership change fails every operation still waiting with
+NOT_CONTROLLER, which clients retry.
 
 Snapshots follow the SnapshotPolicy (bytes since the last snapshot and the cache's
 changed-records ratio, or time). Making one is split in two so the writing can leave the
 core's thread: `start_snapshot` (on the core's thread) picks the image and opens the
 writer; `SnapshotJob.run` writes and freezes it from that immutable image while commits
-go on; `finish_snapshot` tells the cache and the policy.
+go on; `finish_snapshot` tells the cache and the policy, which keeps counting what was
+committed meanwhile.
 """
 
 import logging
@@ -21,8 +27,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraft.controller.pending import NotControllerError, Pending
-from kraft.metadata import MetadataCache, MetadataImage, apply_records, encode_record, snapshot_records
-from kraft.metadata.controller import ControllerResult
+from kraft.metadata import (
+    ControllerError,
+    Errors,
+    InvalidRecordError,
+    MetadataCache,
+    MetadataImage,
+    OperationTooLargeError,
+    RecordEncodeError,
+    apply_records,
+    encode_record,
+    snapshot_records,
+)
+from kraft.metadata.controller import ControllerResult, check_record_count
 from kraft.raft import CommittedBatch, LeaderAndEpoch, RaftCore
 from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.storage import SnapshotReader, SnapshotWriter
@@ -30,6 +47,10 @@ from kraft.storage import SnapshotReader, SnapshotWriter
 log = logging.getLogger("kraft.controller")
 
 SNAPSHOT_CHUNK = 10_000  # records handed to the snapshot writer at a time
+# A bound on what a batch adds to its records' values: the batch header (61 bytes) and, per
+# record, its length, attributes, timestamp and offset deltas, null key, value length and
+# header count as varints (at most 5+1+10+5+1+5+1 bytes).
+_BATCH_OVERHEAD, _RECORD_OVERHEAD = 61, 28
 
 
 @dataclass
@@ -39,16 +60,18 @@ class SnapshotJob:
     reason: str
 
     def run(self) -> None:
-        """Writes and freezes the snapshot; safe on another thread (the image is immutable)."""
-        chunk: list[tuple[None, bytes]] = []
-        for record in snapshot_records(self.image):
-            chunk.append(record)
-            if len(chunk) >= SNAPSHOT_CHUNK:
+        """Writes and freezes the snapshot; safe on another thread (the image is immutable).
+        A failure discards the unfinished file."""
+        with self.writer:
+            chunk: list[tuple[None, bytes]] = []
+            for record in snapshot_records(self.image):
+                chunk.append(record)
+                if len(chunk) >= SNAPSHOT_CHUNK:
+                    self.writer.append(chunk)
+                    chunk = []
+            if chunk:
                 self.writer.append(chunk)
-                chunk = []
-        if chunk:
-            self.writer.append(chunk)
-        self.writer.freeze()
+            self.writer.freeze()
 
 
 class QuorumController:
@@ -60,7 +83,7 @@ class QuorumController:
         self._working: MetadataImage | None = None  # committed image + appended, uncommitted records
         self._epoch = -1
         self._last_commit_time = 0
-        self._snapshotting = False
+        self._snapshotting = False  # a SnapshotJob is out; one at a time
 
     # ---------------------------------------------------------------- the Raft listener
 
@@ -105,20 +128,52 @@ class QuorumController:
         return self._working if self._working is not None else self.cache.image
 
     def submit(self, operation: Callable[[MetadataImage], ControllerResult], now: int) -> Pending:
-        """Runs `operation` against the working image and appends its records.
+        """Runs `operation` against the working image and appends its records in one batch.
 
-        Raises ControllerError (nothing appended) if the operation is refused, and
-        NotControllerError on a node that is not the leader.
+        Raises ControllerError (nothing appended) if the operation is refused: by its own
+        validation, for writing more records or bytes than one batch may hold, or for a
+        record that cannot be encoded or replayed. Raises NotControllerError on a node that
+        is not the active controller.
         """
         self._check_active()
         core = self.core
         assert core is not None
         result = operation(self.working_image)
-        if not result.records:
-            return Pending.resolved(result.response)
-        epoch, last = core.append([(None, encode_record(r)) for r in result.records], now)
-        self._working = apply_records(self.working_image, result.records, offset=last, epoch=epoch)
+        records = result.records
+        if not records:
+            return self._after_last(result.response)
+        check_record_count(len(records))
+        try:
+            values = [(None, encode_record(r)) for r in records]
+        except RecordEncodeError as e:
+            raise ControllerError(Errors.INVALID_REQUEST, f"A record of this request cannot be written: {e}") from None
+        size = _BATCH_OVERHEAD + sum(_RECORD_OVERHEAD + len(v) for _, v in values)
+        if size > core.config.max_batch_bytes:
+            raise OperationTooLargeError(
+                Errors.POLICY_VIOLATION,
+                f"Unable to perform excessively large batch operation: its {len(records)} records take up to "
+                f"{size} bytes, more than the {core.config.max_batch_bytes} of one batch",
+            )
+        last = core.next_offset + len(records) - 1
+        try:
+            working = apply_records(self.working_image, records, offset=last, epoch=core.epoch)
+        except InvalidRecordError as e:  # the operation contradicts the image it validated against: a bug
+            log.error("controller operation refused by its own working image: %s", e)
+            raise ControllerError(Errors.UNKNOWN_SERVER_ERROR, f"The operation's records do not apply: {e}") from None
+        epoch, appended = core.append(values, now)
+        assert appended == last, f"the core put the records at {appended}, not {last}"
+        self._working = working
         pending = Pending(epoch, last, result.response)
+        self._pending.append(pending)
+        return pending
+
+    def _after_last(self, response: Any) -> Pending:
+        """The answer of an operation that writes nothing: it read the working image, so it
+        holds once the last operation still waiting commits, and fails with it."""
+        if not self._pending:
+            return Pending.resolved(response)
+        last = self._pending[-1]
+        pending = Pending(last.epoch, last.last_offset, response)
         self._pending.append(pending)
         return pending
 
@@ -164,16 +219,19 @@ class QuorumController:
             return None
         writer = core.create_snapshot(core.snapshot_id_at(image.end_offset), self._last_commit_time)
         self._snapshotting = True
+        self.policy.snapshot_started(image.end_offset)
         log.info("snapshot at offset %d started: %s", image.end_offset, reason)
         return SnapshotJob(image, writer, reason)
 
     def finish_snapshot(self, job: SnapshotJob, error: BaseException | None = None) -> None:
         self._snapshotting = False
         if error is not None:
-            log.error("snapshot at offset %d failed: %s", job.image.end_offset, error)
+            log.error("snapshot at offset %d failed (retried in %d ms): %s", job.image.end_offset,
+                      self.policy.retry_backoff_ms, error)
+            self.policy.snapshot_failed()
             return
         self.cache.snapshot_written(job.image)
-        self.policy.reset()
+        self.policy.snapshot_finished(job.image.end_offset)
 
     def snapshot_now(self, now: int) -> Any:
         """start, run and finish in one go (the simulator; small images)."""

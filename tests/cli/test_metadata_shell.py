@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
-from kraft.metadata import MetadataCache, apply_records, uuid_str
+from kraft.metadata import ConfigResource, ConfigResourceType, MetadataCache, apply_records, uuid_str
 from kraft.metadata import controller as ctl
+from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.records import LeaderChangeMessage, assign_offsets, build_control_batch, read_batches
 from kraft.storage import FileLog
 from tests.metadata.cluster import Cluster, write_snapshot
@@ -85,6 +86,9 @@ def test_bad_paths_and_files_are_clear_errors(snapshot, tmp_path):
     damaged.write_bytes(data)
     out = shell("--snapshot", str(damaged), "ls")
     assert out.returncode == 2 and "CRC" in out.stderr and "Traceback" not in out.stderr
+    assert out.stderr.count(str(damaged)) == 1, "the file is named once"
+    out = shell("--dir", str(damaged.parent), "ls")
+    assert out.returncode == 2 and "CRC" in out.stderr and out.stderr.count(snapshot.name) == 1
 
 
 def test_dir_reads_the_latest_snapshot_then_the_log_after_it(cluster, tmp_path):
@@ -118,3 +122,34 @@ def test_dir_reads_the_latest_snapshot_then_the_log_after_it(cluster, tmp_path):
     assert out.stdout.split() == ["from-snapshot/", "orders/", "refunds/"]
     offset = json.loads(shell("--dir", str(partition_dir), "cat", "/offset").stdout)
     assert offset == {"offset": cluster.image.offset + 1, "epoch": 1}
+    log_dir = shell("--dir", str(tmp_path), "-c", "ls /topics")  # metadata.log.dir: the partition inside it
+    assert log_dir.returncode == 0 and log_dir.stdout.split() == ["from-snapshot/", "orders/", "refunds/"]
+
+
+def test_dir_without_snapshots_or_segments_is_an_error_not_an_empty_image(tmp_path):
+    (tmp_path / "meta.properties").write_text("node.id=1\n")
+    out = shell("--dir", str(tmp_path), "ls")
+    assert out.returncode == 2 and out.stdout == ""
+    assert f"{tmp_path}: no .checkpoint snapshots and no .log segments" in out.stderr
+    assert "__cluster_metadata-0" in out.stderr
+
+
+def test_the_cluster_wide_default_broker_config_is_shown_as_default(cluster, tmp_path):
+    for name, threads in (("", "8"), ("2", "4")):
+        resource = ConfigResource(ConfigResourceType.BROKER, name)
+        cluster.commit(ctl.alter_configs(cluster.image, resource, [AlterConfigOp("num.io.threads", OpType.SET, threads)]))
+    snapshot = write_snapshot(tmp_path, cluster.image)
+    out = shell("--snapshot", str(snapshot), "-c", "ls /configs/broker")
+    assert out.returncode == 0 and out.stdout.split() == ["2", "<default>"]
+    out = shell("--snapshot", str(snapshot), "-c", "cat '/configs/broker/<default>' /configs/broker/2")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n}\n")[0] == '{\n  "num.io.threads": "8"'
+    out = shell("--snapshot", str(snapshot), "-c", "tree /configs/broker")
+    assert out.stdout.splitlines() == ["/configs/broker", '  2: {"num.io.threads":"4"}',
+                                       '  <default>: {"num.io.threads":"8"}']
+
+
+def test_tree_of_a_file_prints_the_file(cluster, snapshot):
+    out = shell("--snapshot", str(snapshot), "-c", "tree /topics/audit/id")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f'/topics/audit/id: "{uuid_str(cluster.image.topic("audit").id)}"\n'

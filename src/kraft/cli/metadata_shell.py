@@ -1,16 +1,19 @@
 """`kraft metadata-shell`: browse a metadata image like Kafka's metadata shell.
 
 The image comes from a snapshot (`--snapshot FILE`), or from a partition directory (`--dir`):
-its latest `.checkpoint`, then the `.log` segments after it, batch by batch. Nothing is
-written: no recovery, no cleanup of the directory. The log is read to its end, so what is
-shown may include records not yet committed, as with Kafka's shell.
+its latest `.checkpoint`, then the `.log` segments after it, batch by batch. Given a node's
+metadata.log.dir instead, the shell reads the __cluster_metadata-0 inside it; a directory
+with neither snapshots nor segments is an error, not an empty image. Nothing is written: no
+recovery, no cleanup of the directory. The log is read to its end, so what is shown may
+include records not yet committed, as with Kafka's shell.
 
 The image is a tree of directories and files:
 
     /brokers/<id>                   a broker's registration
     /topics/<name>/id               the topic id
     /topics/<name>/<partition>      a partition: replicas, ISR, leader, epochs
-    /configs/<type>/<name>          a resource's configs (type: topic, broker, ...)
+    /configs/<type>/<name>          a resource's configs (type: topic, broker, ...);
+                                    <default> for the cluster-wide default (name "")
     /features/<name>                a finalized feature level
     /producerIds                    the next producer-id block
     /offset                         the last offset and epoch the image reflects
@@ -47,47 +50,78 @@ class ShellError(Exception):
 
 # ------------------------------------------------------------------------------ loading
 
+METADATA_PARTITION = "__cluster_metadata-0"  # the partition directory inside metadata.log.dir
+DEFAULT_RESOURCE = "<default>"  # how the cluster-wide default (resource name "") is shown
+_LOAD_ERRORS = (SnapshotError, RecordError, MetadataError, OSError)
+
+
+def _error_in(path: Path, error: Exception) -> ShellError:
+    """The error, naming the file it is about once (snapshot errors name it already)."""
+    message = str(error)
+    return ShellError(message if str(path) in message else f"{path}: {message}")
+
 
 def load_snapshot_file(path: Path, cache: MetadataCache) -> None:
-    reader = SnapshotReader.open(path, parse_snapshot_file_name(path.name))
-    cache.load_snapshot(reader.records(), end_offset=reader.snapshot_id.end_offset, epoch=reader.snapshot_id.epoch)
+    try:
+        reader = SnapshotReader.open(path, parse_snapshot_file_name(path.name))
+        cache.load_snapshot(reader.records(), end_offset=reader.snapshot_id.end_offset, epoch=reader.snapshot_id.epoch)
+    except _LOAD_ERRORS as e:
+        raise _error_in(path, e) from None
+
+
+def _apply_segment(segment: Path, cache: MetadataCache) -> None:
+    """Every batch of one .log segment past the cache's offset, in order."""
+    fd = os.open(segment, os.O_RDONLY)
+    try:
+        for h in iter_file_batches(fd, partial_tail="stop"):
+            if h.last_offset <= cache.offset:
+                continue  # in the snapshot already
+            if h.is_control:
+                cache.advance(base_offset=h.base_offset, last_offset=h.last_offset, epoch=h.partition_leader_epoch)
+            else:
+                records = RecordBatch(h, os.pread(fd, h.size, h.position)).records()
+                cache.apply_batch(
+                    records, base_offset=h.base_offset, last_offset=h.last_offset, epoch=h.partition_leader_epoch
+                )
+    except _LOAD_ERRORS as e:
+        raise _error_in(segment, e) from None
+    finally:
+        os.close(fd)
 
 
 def load_directory(directory: Path) -> MetadataImage:
-    """The latest snapshot in a partition directory, then every log batch after it."""
-    cache = MetadataCache()
+    """The latest snapshot in a partition directory, then every log batch after it. A
+    metadata.log.dir stands for the partition directory inside it; a directory with
+    neither snapshots nor segments is refused rather than shown as an empty image."""
     snapshots = []
+    segments = []
     for p in directory.iterdir():
         if p.name.endswith(CHECKPOINT_SUFFIX):
             try:
                 snapshots.append((parse_snapshot_file_name(p.name), p))
             except SnapshotError as e:  # as the snapshot store does: not a snapshot of this log
                 print(f"kraft metadata-shell: ignored: {e}", file=sys.stderr)
+        elif p.suffix == ".log" and p.stem.isdigit():
+            segments.append(p)
+    if not snapshots and not segments:
+        inner = directory / METADATA_PARTITION
+        if inner.is_dir():
+            return load_directory(inner)
+        raise ShellError(
+            f"{directory}: no .checkpoint snapshots and no .log segments: give a metadata partition directory "
+            f"({METADATA_PARTITION}) or the metadata.log.dir holding one"
+        )
+    cache = MetadataCache()
     if snapshots:
         load_snapshot_file(max(snapshots)[1], cache)
-    segments = sorted((p for p in directory.glob("*.log") if p.stem.isdigit()), key=lambda p: int(p.stem))
-    for segment in segments:
-        fd = os.open(segment, os.O_RDONLY)
-        try:
-            for h in iter_file_batches(fd, partial_tail="stop"):
-                if h.last_offset <= cache.offset:
-                    continue  # in the snapshot already
-                if h.is_control:
-                    cache.advance(base_offset=h.base_offset, last_offset=h.last_offset, epoch=h.partition_leader_epoch)
-                else:
-                    records = RecordBatch(h, os.pread(fd, h.size, h.position)).records()
-                    cache.apply_batch(
-                        records, base_offset=h.base_offset, last_offset=h.last_offset, epoch=h.partition_leader_epoch
-                    )
-        finally:
-            os.close(fd)
+    for segment in sorted(segments, key=lambda p: int(p.stem)):
+        _apply_segment(segment, cache)
     return cache.image
 
 
 def load(snapshot: str | None, directory: str | None) -> MetadataImage:
     """The image to browse; raises ShellError saying what could not be read, and why."""
-    where = snapshot or directory or ""
-    path = Path(where)
+    path = Path(snapshot or directory or "")
     try:
         if snapshot is not None:
             if not path.is_file():
@@ -98,8 +132,8 @@ def load(snapshot: str | None, directory: str | None) -> MetadataImage:
         if not path.is_dir():
             raise ShellError(f"{path}: no such directory")
         return load_directory(path)
-    except (SnapshotError, RecordError, MetadataError, OSError) as e:
-        raise ShellError(f"{where}: {e}") from None
+    except _LOAD_ERRORS as e:  # listing the directory
+        raise _error_in(path, e) from None
 
 
 # ------------------------------------------------------------------------------ the tree
@@ -208,10 +242,11 @@ class MetadataTree:
         raise missing
 
     def _config_node(self, rest: list[str], missing: ShellError) -> Dir | object:
-        if self._configs is None:  # type name -> resource name -> configs, built once
+        if self._configs is None:  # type name -> shown resource name -> configs, built once
             self._configs = {}
             for resource, entries in self.image.configs.items():
-                self._configs.setdefault(ConfigResourceType(resource.type).name.lower(), {})[resource.name] = entries
+                shown = resource.name or DEFAULT_RESOURCE
+                self._configs.setdefault(ConfigResourceType(resource.type).name.lower(), {})[shown] = entries
         by_type = self._configs
         if not rest:
             return lambda: [f"{t}/" for t in sorted(by_type)]
@@ -287,9 +322,16 @@ class Shell:
 
     def _cmd_tree(self, args: list[str]) -> None:
         parts = self._parts(args[0] if args else ".")
-        self._print("/" + "/".join(parts))
+        path = "/" + "/".join(parts)
+        if self.tree.children(parts) is None:  # a file: the tree is the file
+            self._print(f"{path}: {self._compact(parts)}")
+            return
+        self._print(path)
         for line in self._walk(parts, "  "):
             self._print(line)
+
+    def _compact(self, parts: list[str]) -> str:
+        return json.dumps(self.tree.content(parts), separators=(",", ":"))
 
     def _walk(self, parts: list[str], indent: str) -> Iterator[str]:
         for name in self.tree.children(parts) or []:
@@ -298,7 +340,7 @@ class Shell:
                 yield f"{indent}{name}"
                 yield from self._walk(child, indent + "  ")
             else:
-                yield f"{indent}{name}: {json.dumps(self.tree.content(child), separators=(',', ':'))}"
+                yield f"{indent}{name}: {self._compact(child)}"
 
     def _cmd_cd(self, args: list[str]) -> None:
         parts = self._parts(args[0] if args else "/")

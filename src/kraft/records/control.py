@@ -28,7 +28,17 @@ class ControlType(enum.IntEnum):
 
 
 class ControlRecordError(RecordError):
-    """A control record whose key or value does not parse."""
+    """A control record whose key or value does not parse.
+
+    `offset` is the record's offset in the log (None for a record not in one yet): a
+    control record is found by offset, as CorruptRecordError's `position` finds bytes.
+    """
+
+    def __init__(self, offset: int | None, reason: str) -> None:
+        where = "control record" if offset is None else f"control record at offset {offset}"
+        super().__init__(f"{where}: {reason}")
+        self.offset = offset
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +93,18 @@ def uvarint(n: int) -> bytes:
 class _Reader:
     """Cursor over a flexible-version value; every short read becomes a ControlRecordError."""
 
-    def __init__(self, data: bytes, what: str) -> None:
+    def __init__(self, data: bytes, what: str, offset: int | None) -> None:
         self.data = data
         self.pos = 0
         self.what = what
+        self.offset = offset
+
+    def error(self, reason: str) -> ControlRecordError:
+        return ControlRecordError(self.offset, f"{self.what} {reason}")
 
     def _take(self, n: int) -> bytes:
         if self.pos + n > len(self.data):
-            raise ControlRecordError(f"{self.what} value ends early at byte {self.pos}")
+            raise self.error(f"value ends early at byte {self.pos}")
         chunk = self.data[self.pos : self.pos + n]
         self.pos += n
         return chunk
@@ -112,7 +126,7 @@ class _Reader:
             if not b & 0x80:
                 return result
             shift += 7
-        raise ControlRecordError(f"{self.what} varint longer than 5 bytes at byte {self.pos}")
+        raise self.error(f"varint longer than 5 bytes at byte {self.pos}")
 
     def skip_tagged_fields(self) -> None:
         """Tagged fields from newer writers are skipped, as Kafka's readers do."""
@@ -123,7 +137,7 @@ class _Reader:
     def voters(self) -> tuple[int, ...]:
         n = self.uvarint() - 1
         if n < 0:
-            raise ControlRecordError(f"{self.what} has a null voter array")
+            raise self.error("has a null voter array")
         out = []
         for _ in range(n):
             out.append(self.int32())
@@ -133,7 +147,7 @@ class _Reader:
     def end(self) -> None:
         self.skip_tagged_fields()
         if self.pos != len(self.data):
-            raise ControlRecordError(f"{self.what} has {len(self.data) - self.pos} trailing bytes")
+            raise self.error(f"has {len(self.data) - self.pos} trailing bytes")
 
 
 def _voters(ids: tuple[int, ...]) -> bytes:
@@ -173,24 +187,28 @@ def control_key(kind: ControlType) -> bytes:
     return CONTROL_KEY.pack(CONTROL_KEY_VERSION, kind)
 
 
-def parse_control_key(key: bytes | None) -> int:
-    """The control type of a control record's key (an int, since newer types may be unknown)."""
+def parse_control_key(key: bytes | None, offset: int | None = None) -> int:
+    """The control type of a control record's key (an int, since newer types may be unknown).
+    `offset`, the record's, goes into errors."""
     if key is None or len(key) < CONTROL_KEY.size:
-        raise ControlRecordError(f"control record key must be 4 bytes, got {key!r}")
+        raise ControlRecordError(offset, f"key must be 4 bytes, got {key!r}")
     version, kind = CONTROL_KEY.unpack_from(key)
     if version < 0:
-        raise ControlRecordError(f"control record key has negative version {version}")
+        raise ControlRecordError(offset, f"key has negative version {version}")
     return kind
 
 
-def decode_control_record(record: Record) -> ControlMessage:
-    """Decodes a record from a control batch into its typed message."""
-    kind = parse_control_key(record.key)
+def decode_control_record(record: Record | SimpleRecord) -> ControlMessage:
+    """Decodes a record from a control batch into its typed message. A type this build does
+    not interpret comes back as UnparsedControl; a key or value that does not parse raises
+    ControlRecordError naming the record's offset (a SimpleRecord, not in a log, has none)."""
+    offset = record.offset if isinstance(record, Record) else None
+    kind = parse_control_key(record.key, offset)
     value = record.value
     if kind in (ControlType.ABORT, ControlType.COMMIT):
         if value is None:
-            raise ControlRecordError("transaction marker without a value")
-        r = _Reader(value, "EndTxnMarker")
+            raise ControlRecordError(offset, "transaction marker without a value")
+        r = _Reader(value, "EndTxnMarker", offset)
         version = r.int16()
         return EndTxnMarker(kind == ControlType.COMMIT, r.int32(), version)
     if kind not in (ControlType.LEADER_CHANGE, ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER):
@@ -200,8 +218,8 @@ def decode_control_record(record: Record) -> ControlMessage:
             return UnparsedControl(kind, value)
     name = ControlType(kind).name
     if value is None:
-        raise ControlRecordError(f"{name} control record without a value")
-    r = _Reader(value, name)
+        raise ControlRecordError(offset, f"{name} without a value")
+    r = _Reader(value, name, offset)
     version = r.int16()
     message: ControlMessage
     if kind == ControlType.LEADER_CHANGE:

@@ -2,7 +2,7 @@
 
 from kraft.raft.config import RaftConfig
 from kraft.raft.core import RaftCore, Reply, Role, Send
-from kraft.raft.errors import InvariantViolation, NotLeaderError, RaftError
+from kraft.raft.errors import InvariantViolation, NotLeaderError, RaftError, RecordBatchTooLargeError
 from kraft.raft.listener import CommittedBatch, LeaderAndEpoch, Listener
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "RaftConfig",
     "RaftCore",
     "RaftError",
+    "RecordBatchTooLargeError",
     "Reply",
     "Role",
     "Send",

@@ -15,5 +15,23 @@ class NotLeaderError(RaftError):
         self.epoch = epoch
 
 
+class RecordBatchTooLargeError(RaftError):
+    """append() of one call's records that do not fit in one batch.
+
+    The records of one append() always go out in one batch, so that what one caller wrote
+    together (a controller operation) commits whole or not at all; a call that cannot fit is
+    refused before anything is queued. Kafka's RecordBatchTooLargeException.
+    """
+
+    def __init__(self, records: int, size: int, limit: int) -> None:
+        super().__init__(
+            f"{records} records take {size} bytes as one batch, more than the batch limit of {limit} bytes; "
+            f"split them over several append() calls"
+        )
+        self.records = records
+        self.size = size
+        self.limit = limit
+
+
 class InvariantViolation(RaftError):
     """Something Raft's safety forbids was asked of this replica; it stops rather than comply."""

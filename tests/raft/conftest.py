@@ -77,16 +77,36 @@ def partition(message):
     return m.partition_of(message)
 
 
-def leader_node(voters=(1, 2, 3), node=None, **config):
-    """Node 1 as the leader of epoch 1 (voted for by 2), its LeaderChange flushed."""
-    node = node or Node(1, voters, **config)
-    node.advance(3000)  # election timeout: candidate in epoch 1
+def elect(node):
+    """Lets `node` time out, campaign and win with voter 2's vote; its LeaderChange flushed."""
+    node.advance(3000)  # election timeout: candidate in the next epoch
     for vote in node.sends(m.VoteRequest):
         if vote.destination == 2:
-            node.core.handle_response(vote.request_id, m.vote_response(m.ErrorCode.none, -1, 1, True), node.now)
-    assert node.core.role == Role.LEADER and node.core.epoch == 1
+            granted = m.vote_response(m.ErrorCode.none, -1, node.core.epoch, True)
+            node.core.handle_response(vote.request_id, granted, node.now)
+    assert node.core.role == Role.LEADER
     node.flush()
     node.announced = [o for o in node.outbox() if isinstance(o, Send)]  # BeginQuorumEpoch
+    return node
+
+
+def leader_node(voters=(1, 2, 3), node=None, **config):
+    """Node 1 as the leader of epoch 1 (voted for by 2), its LeaderChange flushed."""
+    node = elect(node or Node(1, voters, **config))
+    assert node.core.epoch == 1
+    return node
+
+
+def leader_of_epoch_2(**config):
+    """Node 1, leader of epoch 2 over a log whose offsets 0..8 are of epoch 1 (batches
+    0-2, 3-4, 5-8, none committed yet) and whose LeaderChange is at offset 9."""
+    node = Node(1, state=ElectionState(1, None, None, (1, 2, 3)), **config)
+    for count, base in ((3, 0), (2, 3), (4, 5)):
+        node.log.append_as_follower(follower_batch(count, 1, base))
+    node.log.flush()
+    node.restart()
+    node = elect(node)
+    assert node.core.epoch == 2 and node.core.leader_state.epoch_start_offset == 9
     return node
 
 
@@ -103,4 +123,4 @@ def node():
     return Node()
 
 
-__all__ = ["ElectionState", "Node", "leader_node", "partition", "records", "follower_batch"]
+__all__ = ["ElectionState", "Node", "elect", "leader_node", "leader_of_epoch_2", "partition", "records", "follower_batch"]

@@ -23,6 +23,7 @@ import enum
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from random import Random
 from typing import Any
 
@@ -30,12 +31,19 @@ from kio.schema.errors import ErrorCode
 
 from kraft.raft import messages as m
 from kraft.raft.config import RaftConfig
-from kraft.raft.errors import InvariantViolation, NotLeaderError
+from kraft.raft.errors import InvariantViolation, NotLeaderError, RecordBatchTooLargeError
 from kraft.raft.leader import LeaderState
 from kraft.raft.listener import CommittedBatch, LeaderAndEpoch, Listener
 from kraft.raft.metrics import SnapshotMetrics
 from kraft.raft.retention import follower_target, replicated_target, retention_target
-from kraft.records import LeaderChangeMessage, SimpleRecord, build_batch, build_control_batch, read_batches
+from kraft.records import (
+    HEADER_SIZE,
+    LeaderChangeMessage,
+    SimpleRecord,
+    build_batch,
+    build_control_batch,
+    read_batches,
+)
 from kraft.storage import (
     ElectionState,
     MemorySnapshotStore,
@@ -55,7 +63,12 @@ from kraft.storage import (
 log = logging.getLogger("kraft.raft")
 
 NO_LEADER = m.NO_LEADER
-_RECORD_OVERHEAD = 24  # a generous bound on a record's framing, for sizing batches
+_NO_WAIT = timedelta(0)
+# Bounds on a record's framing in a batch, for sizing batches without encoding them: its
+# length, attributes, timestamp and offset deltas, key and value lengths and header count
+# as varints (at most 5+1+10+5+5+5+5 bytes), and each header's key and value lengths.
+_RECORD_BOUND = 36
+_HEADER_BOUND = 10
 
 
 class Role(enum.Enum):
@@ -127,9 +140,13 @@ class RaftCore:
         self._in_flight: dict[int, _InFlight] = {}  # destination -> its one outstanding request
         self._retry_at: dict[int, int] = {}
         self._parked: list[_ParkedFetch] = []
-        self._pending: list[SimpleRecord | tuple] = []
+        # Leader: the append() calls not yet in the log, each with a bound on its size in a batch.
+        self._pending: list[list[SimpleRecord | tuple]] = []
+        self._pending_sizes: list[int] = []
+        self._pending_count = 0
         self._pending_bytes = 0
         self._pending_since: int | None = None
+        self._max_batch_bytes = min(config.max_batch_bytes, raft_log.max_batch_bytes)
         self._election_deadline = 0
         self._backoff_until: int | None = None
         self._fetch_deadline = 0
@@ -145,7 +162,7 @@ class RaftCore:
         self._foreign_clusters: set[object] = set()  # cluster ids refused, and peers refusing us (logged once)
         # Snapshots (KIP-630).
         self._known_snapshots: list[SnapshotId] = []
-        self._snapshot_info: dict[SnapshotId, tuple[int, int, int]] = {}  # frozen_ms, size, last log timestamp
+        self._snapshot_info: dict[SnapshotId, tuple[int, int]] = {}  # size, last contained log timestamp
         self._snapshot_started: dict[SnapshotId, float] = {}  # create_snapshot() time, for GenSnapshotLatencyMs
         self._readers: dict[SnapshotId, SnapshotReader] = {}  # open for FetchSnapshot
         self._download: RawSnapshotWriter | None = None
@@ -249,27 +266,41 @@ class RaftCore:
     def append(self, records: Sequence[SimpleRecord | tuple], now: int) -> tuple[int, int]:
         """Queues records for the log; returns (epoch, offset of the last one).
 
-        The records are committed when the high watermark passes that offset in that same
-        epoch; if the epoch changes first, they may never be. Raises NotLeaderError on a
-        replica that is not the leader.
+        The records of one call go into one batch, never split between batches, so they
+        commit all together or not at all; calls are batched together while they fit.
+        They are committed when the high watermark passes that offset in that same epoch;
+        if the epoch changes first, they may never be. Raises NotLeaderError on a replica
+        that is not the leader, and RecordBatchTooLargeError (nothing queued) if the
+        records cannot fit in one batch.
         """
         if not records:
             raise ValueError("nothing to append")
         if self.role != Role.LEADER:
             raise NotLeaderError(self.leader_id, self.epoch)
-        last = self.log.end_offset + len(self._pending) + len(records) - 1
-        self._pending.extend(records)
-        self._pending_bytes += sum(
-            _RECORD_OVERHEAD + len(r[0] or b"") + len(r[1] or b"") for r in records
-        )
+        size = _size_bound(records)
+        if HEADER_SIZE + size > self._max_batch_bytes:
+            size = self._size_alone(records, now)
+        last = self.log.end_offset + self._pending_count + len(records) - 1
+        self._pending.append(list(records))
+        self._pending_sizes.append(size)
+        self._pending_count += len(records)
+        self._pending_bytes += size
         if self._pending_since is None:
             self._pending_since = now
         return self.epoch, last
 
+    def _size_alone(self, records: Sequence[SimpleRecord | tuple], now: int) -> int:
+        """For records whose size bound passes the batch limit: encodes them to know. Too
+        large, they are refused; otherwise they are sized to fill a batch on their own."""
+        size = len(build_batch(records, timestamp=now))
+        if size > self._max_batch_bytes:
+            raise RecordBatchTooLargeError(len(records), size, self._max_batch_bytes)
+        return self._max_batch_bytes - HEADER_SIZE
+
     @property
     def next_offset(self) -> int:
         """Leader: the offset the next appended record will get."""
-        return self.log.end_offset + len(self._pending)
+        return self.log.end_offset + self._pending_count
 
     def resign(self, now: int) -> None:
         """Graceful shutdown of a leader: hand over at once via EndQuorumEpoch."""
@@ -287,7 +318,7 @@ class RaftCore:
         if latest is not None:
             self._load_snapshot(latest)
         state = self.store.read()
-        log_epoch = self.log.latest_epoch or 0
+        log_epoch = self._last_fetched_epoch()
         if state is None or state.epoch < log_epoch:
             self._become_unattached(max(log_epoch, state.epoch if state else 0), now, force_write=True)
         elif state.leader_id == self.node_id:
@@ -395,9 +426,7 @@ class RaftCore:
         for parked in self._parked:
             self.outbox.append(Reply(parked.handle, self._fetch_error(ErrorCode.not_leader_or_follower)))
         self._parked.clear()
-        self._pending.clear()
-        self._pending_bytes = 0
-        self._pending_since = None
+        self._clear_pending()
         self._leader = None
 
     def _notify_leader_change(self) -> None:
@@ -509,18 +538,23 @@ class RaftCore:
         leader.expire_observers(now, self.config.observer_expiry_ms)
 
     def _drain_pending(self, now: int) -> None:
-        """Writes queued records to the log in batches no larger than max_batch_bytes."""
-        limit = self.config.max_batch_bytes
-        start, size = 0, 0
-        records = self._pending
-        for i, r in enumerate(records):
-            size += _RECORD_OVERHEAD + len(r[0] or b"") + len(r[1] or b"")
-            if size > limit and i > start:
-                self.log.append_as_leader(build_batch(records[start:i], timestamp=now), self.epoch)
-                start, size = i, _RECORD_OVERHEAD + len(r[0] or b"") + len(r[1] or b"")
-        self.log.append_as_leader(build_batch(records[start:], timestamp=now), self.epoch)
-        self._pending = []
-        self._pending_bytes = 0
+        """Writes the queued append() calls to the log, as many whole calls per batch as fit
+        in max_batch_bytes; a batch boundary never falls inside one call's records."""
+        limit = self._max_batch_bytes - HEADER_SIZE
+        batch: list[SimpleRecord | tuple] = []
+        size = 0
+        for records, bound in zip(self._pending, self._pending_sizes, strict=True):
+            if batch and size + bound > limit:
+                self.log.append_as_leader(build_batch(batch, timestamp=now), self.epoch)
+                batch, size = [], 0
+            batch.extend(records)
+            size += bound
+        self.log.append_as_leader(build_batch(batch, timestamp=now), self.epoch)
+        self._clear_pending()
+
+    def _clear_pending(self) -> None:
+        self._pending, self._pending_sizes = [], []
+        self._pending_count = self._pending_bytes = 0
         self._pending_since = None
 
     # ---------------------------------------------------------------- follower and observer
@@ -673,6 +707,10 @@ class RaftCore:
         p = m.partition_of(request)
         if p is None:
             return answer(ErrorCode.unknown_topic_or_partition)
+        # Kafka's check, before any other: a candidate bumped its epoch past every epoch in
+        # its log, so a last epoch at or above the one it campaigns in is not a real log.
+        if p.last_offset < 0 or p.last_offset_epoch < 0 or p.last_offset_epoch >= p.replica_epoch:
+            return answer(ErrorCode.invalid_request)
         if p.replica_epoch < self.epoch:
             return answer(ErrorCode.fenced_leader_epoch)
         if not self.is_voter or p.replica_id not in self.config.voters:
@@ -758,17 +796,25 @@ class RaftCore:
         p = m.partition_of(request)
         if p is None:
             return self._reply(handle, self._fetch_error(ErrorCode.unknown_topic_or_partition))
+        # As Kafka, a request that cannot be right is refused before its epoch is looked at.
+        if (
+            request.max_wait < _NO_WAIT
+            or p.fetch_offset < 0
+            or p.last_fetched_epoch < 0
+            or p.last_fetched_epoch > p.current_leader_epoch
+        ):
+            return self._reply(handle, self._fetch_error(ErrorCode.invalid_request))
         error = self._validate_leader_epoch(p.current_leader_epoch)
         if error != ErrorCode.none:
             return self._reply(handle, self._fetch_error(error))
-        if p.fetch_offset < 0 or p.last_fetched_epoch > self.epoch or (p.fetch_offset > 0 and p.last_fetched_epoch < 0):
-            return self._reply(handle, self._fetch_error(ErrorCode.invalid_request))
         leader = self._leader
         assert leader is not None
+        if request.replica_id >= 0:
+            # A voter fetching in our epoch follows us, whatever the answer (records,
+            # DivergingEpoch or SnapshotId): it counts toward check quorum.
+            leader.record_contact(request.replica_id, now)
         snapshot = self._snapshot_for_fetch(p.fetch_offset, p.last_fetched_epoch)
         if snapshot is not None:
-            if request.replica_id >= 0:
-                leader.record_contact(request.replica_id, now)
             answer = m.fetch_response(
                 ErrorCode.none,
                 leader_id=self.node_id,
@@ -803,10 +849,14 @@ class RaftCore:
         Its offset is below the log start; or at it with an epoch other than the earliest
         snapshot's; or its last epoch is older than the earliest snapshot's; or it starts
         from nothing (offset 0) while a snapshot exists, which is the faster way in.
+
+        Never the empty snapshot (0, 0) (Kafka's bootstrap snapshot id): it holds nothing
+        to catch up with, and a fetcher at offset 0 sent to it would load it, fetch from 0
+        again and be sent to it again, forever.
         """
         latest = self.snapshots.latest()
         earliest = self.snapshots.earliest()
-        if latest is None or earliest is None:
+        if latest is None or earliest is None or latest.end_offset == 0:
             return None
         start = self.log.start_offset
         if (
@@ -1033,6 +1083,11 @@ class RaftCore:
         must hold exactly a committed prefix of this log.
         """
         end = snapshot_id.end_offset
+        if end <= 0:
+            raise SnapshotError(
+                f"cannot create snapshot {snapshot_id}: a snapshot must hold at least one record "
+                f"(end offset 0 is the empty bootstrap snapshot, never sent to fetchers)"
+            )
         hw = self.high_watermark
         if hw is None or end > hw:
             raise SnapshotError(f"cannot snapshot up to {end}: the high watermark is {hw}")
@@ -1056,7 +1111,7 @@ class RaftCore:
         for sid in ids:
             if sid not in self._snapshot_info:
                 reader = self.snapshots.open_reader(sid)
-                self._snapshot_info[sid] = (now, reader.size, reader.header.last_contained_log_timestamp)
+                self._snapshot_info[sid] = (reader.size, reader.header.last_contained_log_timestamp)
                 started = self._snapshot_started.pop(sid, None)
                 if started is not None and self.metrics is not None:
                     self.metrics.gen_latency_ms.observe(self.metrics.since_ms(started))
@@ -1070,7 +1125,7 @@ class RaftCore:
         latest = self.snapshots.latest()
         if self.metrics is None or latest is None:
             return
-        self.metrics.size_bytes.set(self._snapshot_info[latest][1])
+        self.metrics.size_bytes.set(self._snapshot_info[latest][0])
         if self.high_watermark is not None:
             self.metrics.lag.set(max(0, self.high_watermark - latest.end_offset))
 
@@ -1081,7 +1136,10 @@ class RaftCore:
             self.listener.handle_load_snapshot(reader)
             if self.metrics is not None:
                 self.metrics.load_latency_ms.observe(self.metrics.since_ms(started))
-        self._applied = max(self._applied, snapshot_id.end_offset)
+        # The state is now the snapshot's, whatever was applied before: commits resume at
+        # its end. (A snapshot below what was applied rolls the state back; keeping the
+        # larger offset would skip the records between them.)
+        self._applied = snapshot_id.end_offset
 
     def _set_start_offset(self, snapshot: SnapshotId, why: str) -> None:
         """Moves the log start to a snapshot's end and deletes the snapshots before it."""
@@ -1092,40 +1150,43 @@ class RaftCore:
         self.snapshots.delete_before(snapshot.end_offset)
 
     def _clean(self, now: int) -> None:
-        """Log start offset and snapshot retention; see retention.py for the rules."""
+        """Log start offset and snapshot retention; see retention.py for the rules.
+
+        KIP-630's rules depend on the role; Kafka's retention (KafkaMetadataLog.maybeClean,
+        called from every replica's poll loop) runs on every replica, whatever its role.
+        """
         ids = self.snapshots.list()
         if not ids:
             return
-        start, end = self.log.start_offset, self.log.end_offset
+        timestamps = {sid: info[1] for sid, info in self._snapshot_info.items()}
         if self._leader is not None and self.high_watermark is not None:
-            limit = min(self.high_watermark, end)
-            candidates = [s for s in ids if start < s.end_offset <= limit]
+            limit = min(self.high_watermark, self.log.end_offset)
+            candidates = [s for s in ids if self.log.start_offset < s.end_offset <= limit]
             live = [
                 p.end_offset
                 for rid, p in {**self._leader.voter_progress, **self._leader.observer_progress}.items()
                 if rid != self.node_id and p.last_fetch_ms >= now - self.config.fetch_timeout_ms
             ]
-            frozen = {sid: info[0] for sid, info in self._snapshot_info.items()}
-            target = replicated_target(candidates, live, frozen, now, self.config.start_offset_lag_time_max_ms)
+            target = replicated_target(candidates, live, timestamps, now, self.config.start_offset_lag_time_max_ms)
             if target is not None:
                 self._set_start_offset(target, "every live replica has it" if all(o >= target.end_offset for o in live)
                                        else "metadata.start.offset.lag.time.max.ms passed")
-            kept = [s for s in self.snapshots.list() if s.end_offset <= limit]
-            retained = retention_target(
-                kept,
-                {sid: info[1] for sid, info in self._snapshot_info.items()},
-                {sid: info[2] for sid, info in self._snapshot_info.items()},
-                {sid.end_offset: self.log.bytes_from(sid.end_offset) for sid in kept},
-                now,
-                self.config.max_retention_bytes,
-                self.config.max_retention_ms,
-            )
-            if retained is not None:
-                self._set_start_offset(retained, "metadata.max.retention.bytes/ms")
         elif self.role == Role.FOLLOWER:
             target = follower_target(ids, self._leader_start_offset)
             if target is not None:
                 self._set_start_offset(target, f"the leader's log starts at {self._leader_start_offset}")
+        kept = self.snapshots.list()
+        retained = retention_target(
+            kept,
+            {sid: info[0] for sid, info in self._snapshot_info.items()},
+            timestamps,
+            {sid.end_offset: self.log.bytes_from(sid.end_offset) for sid in kept},
+            now,
+            self.config.max_retention_bytes,
+            self.config.max_retention_ms,
+        )
+        if retained is not None:
+            self._set_start_offset(retained, "metadata.max.retention.bytes/ms")
 
     # ---------------------------------------------------------------- FetchSnapshot, leader side
 
@@ -1175,8 +1236,9 @@ class RaftCore:
                     **leader_fields,
                 )
             topics.setdefault(name, []).append(part)
-        if self._leader is not None and request.replica_id >= 0:
-            self._leader.record_contact(request.replica_id, now)  # counts toward check quorum
+        served = any(len(result) == 3 for _, _, result in answers)
+        if self._leader is not None and request.replica_id >= 0 and served:
+            self._leader.record_contact(request.replica_id, now)  # counts toward check quorum, as a Fetch
         self._reply(handle, m.fetch_snapshot_response(list(topics.items())))
 
     def _reader(self, sid: SnapshotId) -> SnapshotReader | None:
@@ -1315,3 +1377,13 @@ class RaftCore:
         m.FetchResponse: _on_fetch_response,
         m.FetchSnapshotResponse: _on_fetch_snapshot_response,
     }
+
+
+def _size_bound(records: Sequence[SimpleRecord | tuple]) -> int:
+    """An upper bound on the bytes `records` take in a batch, its header not counted."""
+    size = 0
+    for r in records:
+        size += _RECORD_BOUND + len(r[0] or b"") + len(r[1] or b"")
+        if len(r) > 2 and r[2]:
+            size += sum(_HEADER_BOUND + len(key.encode()) + len(value or b"") for key, value in r[2])
+    return size

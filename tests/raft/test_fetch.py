@@ -8,7 +8,7 @@ from kraft.raft import messages as m
 from kraft.records import read_batches
 from kraft.storage import ElectionState
 
-from .conftest import Node, follower_batch, leader_node, partition, records
+from .conftest import Node, follower_batch, leader_node, leader_of_epoch_2, partition, records
 
 
 def fetch(epoch=1, offset=0, last_epoch=0, replica=2, wait=0, cluster="c"):
@@ -33,10 +33,23 @@ def test_a_follower_answers_not_leader_with_the_leader_it_knows():
     assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (1, 3)
 
 
-@pytest.mark.parametrize("offset,last_epoch", [(0, 5), (-1, 0), (3, -1)])
-def test_invalid_fetch_positions(offset, last_epoch):
+@pytest.mark.parametrize(
+    "epoch,offset,last_epoch,wait",
+    [
+        (1, 0, 5, 0),    # LastFetchedEpoch above the request's CurrentLeaderEpoch
+        (0, 3, 1, 0),    # ... checked before the epoch is fenced (0 is older than ours)
+        (2, 3, 3, 0),    # ... and before an unknown epoch is (2 is newer)
+        (1, -1, 0, 0),   # a negative offset
+        (1, 3, -1, 0),   # a negative LastFetchedEpoch
+        (1, 0, -1, 0),   # ... even at offset 0
+        (1, 0, 0, -1),   # a negative MaxWaitMs
+    ],
+)
+def test_invalid_fetches_are_refused_before_fencing(epoch, offset, last_epoch, wait):
     leader = leader_node()
-    assert partition(leader.request(fetch(offset=offset, last_epoch=last_epoch))).error_code == ErrorCode.invalid_request
+    response = leader.request(fetch(epoch=epoch, offset=offset, last_epoch=last_epoch, wait=wait))
+    assert partition(response).error_code == ErrorCode.invalid_request
+    assert leader.core.leader_state.voter_progress[2].last_fetch_ms == -1, "not counted as a fetch"
 
 
 def test_another_cluster_is_refused_at_the_top_level():
@@ -126,6 +139,18 @@ def test_high_watermark_needs_a_majority_and_an_entry_of_the_current_epoch():
     assert leader.core.high_watermark == 3, "never goes back"
 
 
+def test_the_high_watermark_waits_for_an_entry_of_the_current_epoch():
+    """A majority holding the previous epochs' entries is not enough: Raft commits them only
+    by committing one of the new leader's own (its LeaderChange at offset 9)."""
+    leader = leader_of_epoch_2()
+    leader.request(fetch(epoch=2, offset=9, last_epoch=1, replica=2))
+    assert leader.core.high_watermark is None, "voters 1 and 2 hold 0..8, all of epoch 1"
+    assert leader.listener.batches == []
+    leader.request(fetch(epoch=2, offset=10, last_epoch=2, replica=2))
+    assert leader.core.high_watermark == 10
+    assert [b.base_offset for b in leader.listener.batches] == [0, 3, 5, 9]
+
+
 def test_the_leader_counts_its_own_log_only_once_flushed():
     leader = leader_node()
     leader.core.append(records(2), leader.now)
@@ -153,3 +178,28 @@ def test_commits_reach_the_listener_in_order_control_batches_marked():
     leader.request(fetch(offset=4, last_epoch=1, replica=2))
     assert [(b.base_offset, b.control) for b in leader.listener.batches] == [(0, True), (1, False), (3, False)]
     assert [[r.value for r in b.records] for b in leader.listener.batches[1:]] == [[b"v0", b"v1"], [b"w0"]]
+
+
+# ---------------------------------------------------------------- check quorum
+
+
+def test_an_active_observer_does_not_keep_a_leader_without_voters_alive():
+    leader = leader_node()
+    for _ in range(4):
+        leader.advance(leader.config.fetch_timeout_ms // 2 - 1)
+        p = partition(leader.request(fetch(offset=1, last_epoch=1, replica=7)))
+        if leader.core.role != Role.LEADER:
+            break
+        assert p.error_code == ErrorCode.none, "the observer is served"
+    assert leader.core.role == Role.RESIGNED, "voters 2 and 3 were silent for a whole fetch timeout"
+
+
+def test_a_voter_answered_with_divergence_keeps_the_leader_alive():
+    leader = leader_node()  # its epoch 1 ends at offset 1
+    for _ in range(4):
+        leader.advance(leader.config.fetch_timeout_ms // 2)
+        p = partition(leader.request(fetch(offset=5, last_epoch=1, replica=2)))
+        assert diverging(p) == (1, 1), "voter 2 holds more of epoch 1 than the leader: it must truncate"
+    assert leader.core.role == Role.LEADER
+    leader.advance(leader.config.fetch_timeout_ms)
+    assert leader.core.role == Role.RESIGNED

@@ -230,3 +230,23 @@ def test_an_observer_follows_its_lost_leader_again_when_that_leader_answers_itse
     alive = m.fetch_response(ErrorCode.none, leader_id=1, epoch=6)
     run_discovery(observer, lambda d: alive if d == 1 else stale, until=lambda: observer.core.role == Role.FOLLOWER)
     assert (observer.core.role, observer.core.leader_id, observer.core.epoch) == (Role.FOLLOWER, 1, 6)
+
+
+@pytest.mark.parametrize(
+    "announcement",
+    [
+        lambda: m.begin_quorum_request("c", 2, 4),
+        lambda: m.end_quorum_request("c", 2, 4, (1, 3)),
+    ],
+    ids=["BeginQuorumEpoch", "EndQuorumEpoch"],
+)
+def test_a_leader_announcement_from_an_older_epoch_is_fenced(announcement):
+    node = Node(1, state=ElectionState(5, 3, None, (1, 2, 3)))
+    deadline = node.core._fetch_deadline
+    p = partition(node.request(announcement()))
+    assert p.error_code == ErrorCode.fenced_leader_epoch
+    assert (p.leader_id, p.leader_epoch) == (3, 5), "the answer names the leader it knows"
+    assert (node.core.role, node.core.epoch, node.core.leader_id) == (Role.FOLLOWER, 5, 3)
+    assert node.core._fetch_deadline == deadline, "an old leader's EndQuorumEpoch does not start an election"
+    node.advance(1)
+    assert node.core.role == Role.FOLLOWER and node.core.leader_id == 3

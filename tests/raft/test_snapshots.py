@@ -13,7 +13,7 @@ from kraft.raft.metrics import SnapshotMetrics
 from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.storage import ElectionState, FileLog, FileSnapshotStore, SnapshotError, SnapshotId
 
-from .conftest import Node, Send, follower_batch, leader_node, partition, records
+from .conftest import Node, Send, elect, follower_batch, leader_node, leader_of_epoch_2, partition, records
 
 
 def fetch(epoch=1, offset=0, last_epoch=0, replica=2, wait=0):
@@ -33,7 +33,8 @@ def committed_leader(batches=4, **config):
 
 
 def take_snapshot(node, end, values=(b"state",)):
-    writer = node.core.create_snapshot(node.core.snapshot_id_at(end), 123)
+    """The state machine snapshots offsets below `end`, just committed (so as of now)."""
+    writer = node.core.create_snapshot(node.core.snapshot_id_at(end), node.now)
     writer.append([(None, v) for v in values])
     sid = writer.freeze()
     node.advance(0)  # the core notices it
@@ -51,6 +52,8 @@ def test_create_snapshot_is_refused_unless_it_is_a_committed_prefix_of_this_log(
         leader.core.create_snapshot(SnapshotId(5, 3), 0)
     with pytest.raises(SnapshotError, match="inside a batch"):
         leader.core.create_snapshot(SnapshotId(4, 1), 0)
+    with pytest.raises(SnapshotError, match="at least one record"):
+        leader.core.create_snapshot(SnapshotId(0, 0), 0)
     assert take_snapshot(leader, 5) == SnapshotId(5, 1)
     leader.core._set_start_offset(SnapshotId(5, 1), "test")
     with pytest.raises(SnapshotError, match="log starts at 5"):
@@ -70,24 +73,67 @@ def test_the_latest_snapshot_is_loaded_at_boot_and_commits_resume_after_it():
 # ---------------------------------------------------------------- 2. Fetch answers SnapshotId
 
 
+def snapshotted_leader_of_epoch_2():
+    """Leader of epoch 2; offsets 0..8 of epoch 1, 9 (its LeaderChange) and 10..11 of epoch
+    2, all committed; snapshots (5, 1) and (12, 2); the log starts at 5."""
+    leader = leader_of_epoch_2()
+    leader.core.append(records(2), leader.now)
+    leader.advance(0)
+    leader.flush()
+    leader.request(fetch(epoch=2, offset=12, last_epoch=2, replica=2))
+    assert leader.core.high_watermark == 12
+    take_snapshot(leader, 5)
+    take_snapshot(leader, 12)
+    leader.core._set_start_offset(SnapshotId(5, 1), "test")
+    return leader
+
+
+def assert_snapshot_answer(p, latest=(12, 2)):
+    assert p is not None, "answered at once, never parked"
+    assert (p.snapshot_id.end_offset, p.snapshot_id.epoch) == latest
+    assert p.records is None and p.diverging_epoch.end_offset == -1
+
+
+# Each case meets exactly one of KIP-630's conditions, so each fails if that one is lost.
 @pytest.mark.parametrize(
-    "offset,last_epoch,why",
+    "offset,last_epoch",
     [
-        (3, 1, "below the log start offset"),
-        (5, 0, "at the log start offset with another epoch"),
-        (8, 0, "last fetched epoch older than the earliest snapshot's"),
-        (0, 0, "from nothing while a snapshot exists"),
+        pytest.param(3, 1, id="below the log start offset"),
+        pytest.param(5, 2, id="at the log start offset with an epoch other than the earliest snapshot's"),
+        pytest.param(8, 0, id="last fetched epoch below the earliest snapshot's"),
     ],
 )
-def test_fetch_answers_the_latest_snapshot(offset, last_epoch, why):
+def test_fetch_answers_the_latest_snapshot(offset, last_epoch):
+    leader = snapshotted_leader_of_epoch_2()
+    p = partition(leader.request(fetch(epoch=2, offset=offset, last_epoch=last_epoch, wait=500)))
+    assert_snapshot_answer(p)
+    assert p.log_start_offset == 5
+
+
+def test_a_fetch_from_offset_0_gets_the_snapshot_even_while_the_log_starts_at_0():
     leader = committed_leader()
     take_snapshot(leader, 5)
-    take_snapshot(leader, 7)
-    leader.core._set_start_offset(SnapshotId(5, 1), "test")
-    p = partition(leader.request(fetch(offset=offset, last_epoch=last_epoch, wait=500)))
-    assert p is not None, f"answered at once, never parked ({why})"
-    assert (p.snapshot_id.end_offset, p.snapshot_id.epoch) == (7, 1), why
-    assert p.records is None and p.log_start_offset == 5
+    assert leader.log.start_offset == 0
+    p = partition(leader.request(fetch(offset=0, last_epoch=1)))
+    assert_snapshot_answer(p, latest=(5, 1))
+
+
+def test_a_snapshot_answer_at_the_log_end_is_not_parked():
+    """A fetch at the log end waits for records; one that needs the snapshot does not."""
+    leader = snapshotted_leader_of_epoch_2()
+    assert leader.request(fetch(epoch=2, offset=12, last_epoch=2, replica=7, wait=500)) is None, "parked"
+    p = partition(leader.request(fetch(epoch=2, offset=12, last_epoch=0, replica=8, wait=500)))
+    assert_snapshot_answer(p)
+
+
+def test_the_empty_snapshot_0_0_is_never_sent_to_a_fetcher():
+    """A fetcher at offset 0 sent to it would load it and fetch from 0 again, forever."""
+    leader = committed_leader()
+    writer = leader.snapshots.create_writer(SnapshotId(0, 0), 0)  # a bootstrap snapshot, as on disk
+    writer.freeze()
+    leader.advance(0)
+    p = partition(leader.request(fetch(offset=0, last_epoch=0)))
+    assert p.snapshot_id.end_offset == -1 and p.records, "the log from offset 0 instead"
 
 
 def test_a_fetch_at_the_log_start_with_the_snapshots_epoch_reads_the_log():
@@ -177,6 +223,25 @@ def test_fetch_snapshot_from_a_voter_counts_toward_check_quorum():
     assert leader.core.role == Role.RESIGNED
 
 
+def test_a_fetch_snapshot_answered_with_an_error_does_not_count_toward_check_quorum():
+    leader, _ = snapshot_leader()
+    for _ in range(4):
+        leader.advance(leader.config.fetch_timeout_ms // 2 - 1)
+        if leader.core.role != Role.LEADER:
+            break
+        p = leader.request(fetch_snapshot(sid=(6, 1))).topics[0].partitions[0]
+        assert p.error_code == ErrorCode.snapshot_not_found
+    assert leader.core.role == Role.RESIGNED
+
+
+def test_a_fetch_answered_with_the_snapshot_id_counts_toward_check_quorum():
+    leader, _ = snapshot_leader()
+    for _ in range(4):
+        leader.advance(leader.config.fetch_timeout_ms // 2)
+        assert partition(leader.request(fetch(offset=0, last_epoch=0))).snapshot_id.end_offset == 7
+    assert leader.core.role == Role.LEADER
+
+
 # ---------------------------------------------------------------- 4. the follower's download
 
 
@@ -234,7 +299,24 @@ def test_a_download_that_the_leader_refuses_is_dropped_and_rediscovered(error):
     assert isinstance(send.request, m.FetchRequest)
 
 
-def test_a_restart_in_the_middle_of_a_download_starts_over_cleanly(tmp_path):
+def download(follower, leader, chunk=1000):
+    """Serves the follower's requests from the leader until it has loaded a snapshot;
+    returns the positions its FetchSnapshot requests asked for."""
+    positions = []
+    while not follower.listener.loaded:
+        follower.advance(1)
+        for send in follower.sends():
+            if isinstance(send.request, m.FetchSnapshotRequest):
+                positions.append(partition(send.request).position)
+                response = leader.request(replace(send.request, max_bytes=chunk))
+            else:
+                response = leader.request(send.request)
+            follower.core.handle_response(send.request_id, response, follower.now)
+        assert len(positions) < 100, "the download does not progress"
+    return positions
+
+
+def test_a_restart_in_the_middle_of_a_download_starts_over_cleanly_and_finishes(tmp_path):
     leader, reader = snapshot_leader()
     directory = tmp_path / "__cluster_metadata-0"
     follower = follower_of(log=FileLog(directory), snapshots=FileSnapshotStore(directory))
@@ -243,9 +325,39 @@ def test_a_restart_in_the_middle_of_a_download_starts_over_cleanly(tmp_path):
     follower.advance(0)
     (send,) = follower.sends()
     follower.core.handle_response(send.request_id, leader.request(replace(send.request, max_bytes=500)), follower.now)
-    assert list(directory.glob("*.part")), "half downloaded"
-    store = FileSnapshotStore(directory)  # a restart opens the directory again
-    assert not list(directory.glob("*.part")) and store.list() == []
+    assert follower.core._download.size == 500 and list(directory.glob("*.part")), "half downloaded"
+    # kill -9: the process is gone; the directory is opened again by a new core.
+    follower.log = FileLog(directory)
+    follower.snapshots = FileSnapshotStore(directory)
+    assert not list(directory.glob("*.part")) and follower.snapshots.list() == []
+    follower.restart()
+    positions = download(follower, leader)
+    assert positions[0] == 0 and positions == sorted(positions), "from the start, in order"
+    assert follower.snapshots.list() == [SnapshotId(7, 1)]
+    assert (follower.log.start_offset, follower.log.end_offset) == (7, 7)
+    assert follower.listener.loaded == [(SnapshotId(7, 1), [b"x" * 100] * 50)]
+    assert not list(directory.glob("*.part"))
+
+
+def test_a_snapshot_below_what_was_applied_rolls_the_state_back_and_commits_resume_at_its_end():
+    """The leader names a snapshot this follower holds, ending before what it applied: the
+    state goes back to the snapshot's, so the records after it must be delivered again."""
+    follower = follower_of()
+    for base, n in ((0, 3), (3, 2), (5, 4)):
+        follower.log.append_as_follower(follower_batch(n, 1, base))
+    follower.log.flush()
+    follower.advance(1)
+    answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=9))
+    assert follower.core.applied_offset == 9
+    take_snapshot(follower, 5)
+    follower.listener.batches.clear()
+    answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=9, snapshot_id=(5, 1)))
+    assert follower.listener.loaded == [(SnapshotId(5, 1), [b"state"])]
+    assert follower.core.applied_offset == 5 and follower.log.end_offset == 5
+    follower.advance(1)
+    answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=9,
+                                      records=follower_batch(4, 1, 5)))
+    assert [(b.base_offset, b.last_offset) for b in follower.listener.batches] == [(5, 8)]
 
 
 # ---------------------------------------------------------------- 5. elections
@@ -304,6 +416,8 @@ def test_a_dead_replica_does_not_hold_the_start_back():
 
 
 def test_a_snapshot_old_enough_moves_the_start_regardless():
+    """Voter 3 lags and is live, but offset 5 has waited metadata.start.offset.lag.time.max.ms
+    since the record before it was appended (the snapshot's last contained log time)."""
     leader = committed_leader(cleanup_interval_ms=1, start_offset_lag_time_max_ms=1000)
     leader.request(fetch(offset=3, last_epoch=1, replica=3))
     take_snapshot(leader, 5)
@@ -312,6 +426,31 @@ def test_a_snapshot_old_enough_moves_the_start_regardless():
     assert leader.log.start_offset == 0
     leader.advance(1)
     assert leader.log.start_offset == 5
+
+
+def test_the_lag_time_is_counted_from_the_snapshot_so_a_restart_does_not_restart_it():
+    leader = committed_leader(cleanup_interval_ms=1, start_offset_lag_time_max_ms=10_000)
+    leader.request(fetch(offset=3, last_epoch=1, replica=3))  # voter 3 lags
+    written = leader.now
+    take_snapshot(leader, 5)
+    leader.advance(1500)
+    leader.restart()  # resigned: it cannot lead its old epoch again
+    elect(leader)
+    assert leader.core.epoch == 2
+
+    def voters_fetch():
+        end = leader.log.end_offset
+        leader.request(fetch(epoch=2, offset=end, last_epoch=2, replica=2))
+        leader.request(fetch(epoch=2, offset=3, last_epoch=1, replica=3))  # still lagging, still live
+
+    voters_fetch()
+    assert leader.core.high_watermark == leader.log.end_offset
+    while leader.now < written + 9_999:
+        leader.advance(min(500, written + 9_999 - leader.now))
+        voters_fetch()
+    assert leader.core.role == Role.LEADER and leader.log.start_offset == 0
+    leader.advance(1)
+    assert leader.log.start_offset == 5, "10 s after the snapshot's records, not 10 s after the restart"
 
 
 def test_snapshots_below_the_start_are_deleted():
@@ -341,25 +480,41 @@ def test_followers_follow_the_leaders_start_with_a_local_snapshot_at_or_below_it
     assert follower.log.start_offset == 7 and follower.snapshots.list() == [SnapshotId(7, 1)]
 
 
-def test_retention_by_bytes_and_time_always_keeps_the_latest_snapshot():
+def test_retention_by_bytes_always_keeps_the_latest_snapshot():
     leader = committed_leader(cleanup_interval_ms=1, max_retention_bytes=1, max_retention_ms=-1,
                               start_offset_lag_time_max_ms=10**9)
-    leader.request(fetch(offset=1, last_epoch=1, replica=3))  # voter 3 lags: KIP-630's rule holds
+    leader.request(fetch(offset=1, last_epoch=1, replica=3))  # voter 3 lags: KIP-630's rule holds the start
     for end in (3, 5, 7):
         take_snapshot(leader, end)
     leader.advance(1)
     assert leader.snapshots.list() == [SnapshotId(7, 1)] and leader.log.start_offset == 7
-    aged = committed_leader(cleanup_interval_ms=1, max_retention_bytes=-1, max_retention_ms=1000,
-                            start_offset_lag_time_max_ms=10**9)
-    aged.request(fetch(offset=1, last_epoch=1, replica=3))
+
+
+def test_retention_by_time_always_keeps_the_latest_snapshot():
+    leader = committed_leader(cleanup_interval_ms=1, max_retention_bytes=-1, max_retention_ms=1000,
+                              start_offset_lag_time_max_ms=10**9)
+    leader.request(fetch(offset=1, last_epoch=1, replica=3))
     for end in (3, 5):
-        writer = aged.core.create_snapshot(SnapshotId(end, 1), last_contained_log_time=aged.now)
-        writer.append([(None, b"s")])
-        writer.freeze()
-    aged.advance(1000)
-    assert aged.log.start_offset == 0, "not older than 1000 ms yet"
-    aged.advance(1)
-    assert aged.snapshots.list() == [SnapshotId(5, 1)] and aged.log.start_offset == 5
+        take_snapshot(leader, end)
+    leader.advance(1000)
+    assert leader.log.start_offset == 0, "not older than 1000 ms yet"
+    leader.advance(1)
+    assert leader.snapshots.list() == [SnapshotId(5, 1)] and leader.log.start_offset == 5
+
+
+def test_retention_cleans_followers_too():
+    """Kafka cleans in every replica's poll loop: a follower whose leader keeps its whole log
+    still drops what retention allows."""
+    follower = follower_of(cleanup_interval_ms=1, max_retention_bytes=1)
+    for base, n in ((0, 3), (3, 2), (5, 2), (7, 2)):
+        follower.log.append_as_follower(follower_batch(n, 1, base))
+    follower.log.flush()
+    follower.advance(1)
+    answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=9, log_start_offset=0))
+    for end in (3, 7):
+        take_snapshot(follower, end)
+    follower.advance(1)
+    assert follower.log.start_offset == 7 and follower.snapshots.list() == [SnapshotId(7, 1)]
 
 
 # ---------------------------------------------------------------- 7. when to snapshot

@@ -71,7 +71,8 @@ def test_an_older_epoch_is_fenced():
 def test_followers_and_leaders_do_not_vote_in_their_epoch():
     n = Node(1, state=ElectionState(2, 3, None, (1, 2, 3)))
     assert n.core.role == Role.FOLLOWER
-    response = n.request(vote(epoch=2, candidate=2, last_epoch=9, last_offset=99))
+    response = n.request(vote(epoch=2, candidate=2, last_epoch=1, last_offset=99))
+    assert partition(response).error_code == ErrorCode.none
     assert not granted(response) and partition(response).leader_id == 3
 
 
@@ -149,3 +150,22 @@ def test_a_voter_that_answers_after_a_failed_send_counts_again():
     (retry,) = [s for s in n.sends(m.VoteRequest) if s.destination == 3]
     n.core.handle_response(retry.request_id, m.vote_response(ErrorCode.none, -1, 1, True), n.now)
     assert n.core.role == Role.LEADER
+
+
+@pytest.mark.parametrize(
+    "epoch,last_epoch,last_offset",
+    [
+        (5, 0, -1),  # a negative last offset
+        (5, -1, 0),  # a negative last epoch
+        (5, 5, 9),   # a last epoch equal to the epoch campaigned in: a candidate bumps its epoch first
+        (5, 6, 9),   # ... or above it
+        (3, 3, 9),   # checked before the epoch is fenced (3 is older than ours, 4)
+    ],
+)
+def test_a_vote_with_an_impossible_last_epoch_or_offset_is_an_invalid_request(epoch, last_epoch, last_offset):
+    n = Node(1, state=ElectionState(4, None, None, (1, 2, 3)))
+    writes = n.store.writes
+    response = n.request(vote(epoch=epoch, candidate=2, last_epoch=last_epoch, last_offset=last_offset))
+    p = partition(response)
+    assert (p.error_code, p.vote_granted) == (ErrorCode.invalid_request, False)
+    assert (n.core.epoch, n.core.role, n.store.writes) == (4, Role.UNATTACHED, writes), "nothing changed"

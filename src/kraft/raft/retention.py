@@ -5,11 +5,18 @@ Three rules, each a pure function of what the core knows:
 * KIP-630, the leader: to a snapshot's end offset x once every live replica (voters and
   observers that fetched within the fetch timeout) has replicated x, so none of them
   needs a snapshot; or once x has waited `metadata.start.offset.lag.time.max.ms`.
-* Kafka's retention (`metadata.max.retention.bytes`, `.ms`), the leader: while the log and
-  snapshots together are too big, or the oldest snapshot too old, move up to the next
-  snapshot, always keeping the latest one.
-* Followers and observers: up to the largest local snapshot at or below the leader's log
-  start offset, so the log start offset always equals the earliest snapshot's end.
+* KIP-630, followers and observers: up to the largest local snapshot at or below the
+  leader's log start offset, so the log start offset always equals the earliest snapshot's end.
+* Kafka's retention (`metadata.max.retention.bytes`, `.ms`), every replica in every role
+  (Kafka cleans in every replica's poll loop): while the log and snapshots together are
+  too big, or the oldest snapshot too old, move up to the next snapshot, always keeping
+  the latest one.
+
+Every time here is a snapshot's last contained log timestamp, read from its header: the
+append time of the newest record it holds. It is on disk, so a restart changes nothing:
+offset x has been waiting to be replicated since the record before it was appended, and
+a snapshot is as old as what it holds (Kafka's retention.ms measures it the same way;
+Kafka has no `metadata.start.offset.lag.time.max.ms` timer to follow).
 """
 
 from collections.abc import Mapping, Sequence
@@ -20,7 +27,7 @@ from kraft.storage import SnapshotId
 def replicated_target(
     candidates: Sequence[SnapshotId],
     live_offsets: Sequence[int],
-    frozen_ms: Mapping[SnapshotId, int],
+    timestamps: Mapping[SnapshotId, int],
     now: int,
     lag_time_max_ms: int,
 ) -> SnapshotId | None:
@@ -28,7 +35,7 @@ def replicated_target(
     for snapshot in sorted(candidates, reverse=True):
         if all(offset >= snapshot.end_offset for offset in live_offsets):
             return snapshot
-        if now - frozen_ms.get(snapshot, now) >= lag_time_max_ms:
+        if now - timestamps.get(snapshot, now) >= lag_time_max_ms:
             return snapshot
     return None
 

@@ -275,6 +275,9 @@ def metadata_quorum_cli(port: int, which: str) -> list[str]:
 
 def test_metadata_quorum_describes_a_real_cluster_with_a_voter_down(cluster):
     leader_id, epoch = leader(cluster)
+    # Every broker registered and unfenced first: those are records too.
+    wait_for(lambda: all(f"unfenced broker {n} (" in cluster.nodes[leader_id].log_path.read_text()
+                         for n in cluster.nodes), what="every broker unfenced")
     down = next(n for n in cluster.voter_ids if n != leader_id)
     cluster.stop(down)
     for i in range(3):

@@ -3,13 +3,16 @@
 Later layers register a handler per API key with the versions they really serve; the
 server answers ApiVersions from that registry, so it never advertises what it cannot do.
 
-Requests on one connection are answered in order, one at a time, as Kafka's brokers do
-(a long-polling Fetch holds its connection; peers use a connection per purpose). A frame
-that cannot be served (too large, malformed, an API or version we do not speak) closes
-only its own connection, after a log line that says why; every other connection goes on.
-The one exception, from KIP-511: an ApiVersions request of a version we do not know gets
-an ApiVersions v0 response with UNSUPPORTED_VERSION and our ranges, so the client can
-retry with a version both sides speak.
+Requests on one connection are answered in order, one at a time, as Kafka's brokers do:
+a long-polling Fetch holds its connection until it is answered, so a node's peers send
+their Fetches on one connection and their election requests on another (see
+kraft.server.peers), and a Vote never waits behind a parked Fetch.
+
+A frame that cannot be served (too large, malformed, an API or version we do not speak)
+closes only its own connection, after a log line that says why; every other connection
+goes on. The one exception, from KIP-511: an ApiVersions request of a version we do not
+know gets an ApiVersions v0 response with UNSUPPORTED_VERSION and our ranges, so the
+client can retry with a version both sides speak.
 """
 
 import asyncio

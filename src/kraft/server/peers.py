@@ -1,12 +1,20 @@
 """Outbound connections to the other voters, for the core's requests.
 
-One connection per peer, made on first use and made again after it breaks, with an
-exponential backoff between attempts (reconnect.backoff.ms 50 to reconnect.backoff.max.ms
-1000, Kafka's defaults, but at most a quarter of the election timeout: a voter that
-restarts without knowing the leader campaigns after one election timeout, and without
-PreVote its new epoch unseats a healthy leader, so the leader must reach it before then). A request that cannot be sent (no connection, or one not to be
-tried again yet), or whose connection breaks, is reported to the core as a send failure
-at once; the core decides when to try again.
+Two connections per peer, because a server answers the requests on one connection in
+order: replication (Fetch, FetchSnapshot) and elections (Vote, BeginQuorumEpoch,
+EndQuorumEpoch). A follower's Fetch may be parked at its leader for up to its max wait;
+on a shared connection a Vote or an EndQuorumEpoch answer would wait behind it, and an
+election would take that much longer.
+
+Each connection is made on first use and made again after it breaks, with an exponential
+backoff between attempts to reach the peer (reconnect.backoff.ms 50 to
+reconnect.backoff.max.ms 1000, Kafka's defaults, but at most a quarter of the election
+timeout: a voter that restarts without knowing the leader campaigns after one election
+timeout, and without PreVote its new epoch unseats a healthy leader, so the leader must
+reach it before then). The backoff is the peer's, shared by both connections: whether
+the peer can be reached is one fact. A request that cannot be sent (no connection, or
+one not to be tried again yet), or whose connection breaks, is reported to the core as a
+send failure at once; the core decides when to try again.
 """
 
 import asyncio
@@ -16,12 +24,28 @@ from collections.abc import Callable
 from typing import Any
 
 from kraft.protocol.connection import KafkaConnection
+from kraft.raft import messages as m
 from kraft.server.config import Endpoint
 
 log = logging.getLogger("kraft.server.peers")
 
 RECONNECT_BACKOFF_MS = 50
 RECONNECT_BACKOFF_MAX_MS = 1000
+
+REPLICATION, ELECTION = "replication", "election"
+
+
+def channel_of(request: Any) -> str:
+    """Which of a peer's connections carries `request`."""
+    return REPLICATION if isinstance(request, (m.FetchRequest, m.FetchSnapshotRequest)) else ELECTION
+
+
+class _Channel:
+    """One connection to a peer, and the attempt to make it, if one is under way."""
+
+    def __init__(self) -> None:
+        self.connection: KafkaConnection | None = None
+        self.connecting: asyncio.Task | None = None
 
 
 class Peer:
@@ -30,23 +54,23 @@ class Peer:
         self.backoff_max_ms = backoff_max_ms
         self.endpoint = endpoint
         self.client_id = client_id
-        self.connection: KafkaConnection | None = None
-        self._connecting: asyncio.Task | None = None
+        self.channels = {REPLICATION: _Channel(), ELECTION: _Channel()}
         self._failures = 0
         self._next_attempt = 0.0
 
-    async def connected(self) -> KafkaConnection:
-        if self.connection is not None and not self.connection.closed:
-            return self.connection
-        if self._connecting is None:
-            self._connecting = asyncio.create_task(self._connect())
+    async def connected(self, channel_name: str) -> KafkaConnection:
+        channel = self.channels[channel_name]
+        if channel.connection is not None and not channel.connection.closed:
+            return channel.connection
+        if channel.connecting is None:
+            channel.connecting = asyncio.create_task(self._connect(channel))
         try:
-            return await asyncio.shield(self._connecting)
+            return await asyncio.shield(channel.connecting)
         finally:
-            if self._connecting is not None and self._connecting.done():
-                self._connecting = None
+            if channel.connecting is not None and channel.connecting.done():
+                channel.connecting = None
 
-    async def _connect(self) -> KafkaConnection:
+    async def _connect(self, channel: _Channel) -> KafkaConnection:
         wait = self._next_attempt - time.monotonic()
         if wait > 0:
             # Fail now rather than hold the request through the backoff: the core learns at
@@ -55,7 +79,7 @@ class Peer:
             raise ConnectionError(f"node {self.node_id} at {self.endpoint}: unreachable, next attempt in "
                                   f"{wait * 1000:.0f} ms")
         try:
-            self.connection = await KafkaConnection.connect(
+            channel.connection = await KafkaConnection.connect(
                 self.endpoint.host, self.endpoint.port, client_id=self.client_id, timeout=2.0
             )
         except (OSError, asyncio.TimeoutError) as e:
@@ -68,11 +92,12 @@ class Peer:
         if self._failures:
             log.info("connected to node %d at %s", self.node_id, self.endpoint)
         self._failures = 0
-        return self.connection
+        return channel.connection
 
     def close(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
+        for channel in self.channels.values():
+            if channel.connection is not None:
+                channel.connection.close()
 
 
 class Peers:
@@ -102,7 +127,7 @@ class Peers:
 
     async def _send(self, peer: Peer, request: Any, on_response, on_failure, extra_timeout_ms: int) -> None:
         try:
-            connection = await peer.connected()
+            connection = await peer.connected(channel_of(request))
             response = await connection.request(request, self.request_timeout_s + extra_timeout_ms / 1000)
         except (ConnectionError, OSError, asyncio.TimeoutError):
             on_failure()

@@ -1,24 +1,10 @@
 """A node's Prometheus endpoint follows the core: gauges are read from it when scraped."""
 
-import pytest
-
 from kraft.cli.cluster_client import create_topic, scrape
 from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol import ErrorCode
 
 from .cluster_helpers import wait_for
-
-
-@pytest.fixture
-def single(tmp_path):
-    # One voter: it commits alone. A snapshot once 3000 bytes are committed since the last.
-    c = LocalCluster(tmp_path / "cluster", voters=1, observers=0, overrides={
-        "metadata.log.max.record.bytes.between.snapshots": "3000",
-        "metadata.snapshot.min.changed_records.ratio": "0",
-    })
-    c.start()
-    yield c
-    c.stop()
 
 
 def create(cluster: LocalCluster, name: str) -> None:

@@ -57,12 +57,12 @@ def leader(cluster: LocalCluster, timeout: float = 20.0, exclude: tuple[int, ...
 
 
 def create_topic(port: int, name: str, partitions: int = 1, rf: int = 1, timeout_ms: int = 10_000,
-                 retry_s: float = 10.0) -> Any:
+                 retry_s: float = 10.0, configs: dict[str, str | None] | None = None) -> Any:
     """CreateTopics v7 for one topic; retried while the controller is not ready (not active
     yet, or not enough brokers registered and unfenced)."""
     req = build_request(19, 7, {
         "topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf, "assignments": [],
-                    "configs": []}],
+                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
         "timeout": timedelta(milliseconds=timeout_ms),
         "validate_only": False,
     })

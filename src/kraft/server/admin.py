@@ -124,7 +124,7 @@ class AdminApi:
                 t.name,
                 DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions,
                 DEFAULT_REPLICATION_FACTOR if t.replication_factor == -1 else t.replication_factor,
-                {c.name: c.value for c in t.configs if c.value is not None},
+                {c.name: c.value for c in t.configs},  # a null value is the controller's INVALID_CONFIG
             ))
         topics = [w for w in wanted if isinstance(w, ctl.NewTopic)]
         outcomes: list[Any]
@@ -133,6 +133,8 @@ class AdminApi:
                                       request.timeout.total_seconds() * 1000, request.validate_only)
             results = iter(created)
             outcomes = [w if isinstance(w, Refusal) else next(results) for w in wanted]
+        except ControllerError as e:  # the request as a whole (too many records for one operation)
+            outcomes = [e] * len(wanted)
         except NotControllerError as e:
             outcomes = [Refusal(ErrorCode.not_controller, str(e))] * len(wanted)
         except asyncio.TimeoutError:
@@ -167,6 +169,8 @@ class AdminApi:
         try:
             outcomes: list[Any] = await self._run(lambda im: ctl.delete_topics(im, names),
                                                   request.timeout.total_seconds() * 1000)
+        except ControllerError as e:  # the request as a whole (too many records for one operation)
+            outcomes = [e] * len(names)
         except NotControllerError as e:
             outcomes = [Refusal(ErrorCode.not_controller, str(e))] * len(names)
         except asyncio.TimeoutError:
@@ -267,13 +271,16 @@ class AdminApi:
                 await self._run(lambda im: ctl.unfence_broker(im, broker_id, epoch), 10_000)
                 log.info("unfenced broker %d (epoch %d): its metadata caught up", broker_id, epoch)
                 return answer(ErrorCode.none, True, False)
+            # Nothing to write: the answer reads the working image, so it goes out once what
+            # that image holds is committed (an unfencing still in flight may yet fail).
+            fenced = await self._run(lambda im: ControllerResult((), registration.fenced), 10_000)
         except ControllerError as e:
             return answer(_code(e))
         except NotControllerError:
             return answer(ErrorCode.not_controller)
         except asyncio.TimeoutError:
             return answer(ErrorCode.request_timed_out, caught_up, registration.fenced)
-        return answer(ErrorCode.none, caught_up, registration.fenced)
+        return answer(ErrorCode.none, caught_up, fenced)
 
     async def _expire_sessions(self) -> None:
         """The active controller fences brokers whose heartbeats stopped."""

@@ -1,0 +1,15 @@
+import pytest
+
+from kraft.cli.local_cluster import LocalCluster
+
+
+@pytest.fixture
+def single(tmp_path):
+    """One voter, which commits alone; a snapshot once 3000 bytes are committed since the last."""
+    c = LocalCluster(tmp_path / "cluster", voters=1, observers=0, overrides={
+        "metadata.log.max.record.bytes.between.snapshots": "3000",
+        "metadata.snapshot.min.changed_records.ratio": "0",
+    })
+    c.start()
+    yield c
+    c.stop()

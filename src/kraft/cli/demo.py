@@ -32,6 +32,7 @@ DEMO_CONFIG = {
     "replica.fetch.response.max.bytes": "16384",  # small chunks, so the catch-up shows progress
 }
 OBSERVER = 4
+TIME_BUDGET_S = 120  # issue 8: the demo finishes in under two minutes
 
 console = Console(highlight=False)
 
@@ -57,17 +58,20 @@ def image(samples: dict[str, str]) -> tuple[str, str]:
 
 
 def wait(what: str, predicate: Callable[[], bool], timeout: float = 60.0) -> float:
+    """Seconds until `predicate` held; TimeoutError naming `what` after `timeout`."""
     started = time.monotonic()
     while not predicate():
         if time.monotonic() - started > timeout:
-            raise TimeoutError(f"timed out waiting for {what}")
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(0.05)
     return time.monotonic() - started
 
 
-def leader_of(cluster: LocalCluster, exclude: tuple[int, ...] = ()) -> tuple[int, int]:
+def leader_of(cluster: LocalCluster, exclude: tuple[int, ...] = (), timeout: float = 30.0) -> tuple[int, int]:
     """(leader id, epoch), as the running nodes' metrics report it once they agree."""
-    while True:
+    deadline = time.monotonic() + timeout
+    views: set[tuple[int, int]] = set()
+    while time.monotonic() < deadline:
         views = set()
         for node in cluster.nodes.values():
             if node.running and node.node_id not in exclude:
@@ -81,6 +85,9 @@ def leader_of(cluster: LocalCluster, exclude: tuple[int, ...] = ()) -> tuple[int
             if leader > 0 and leader not in exclude:
                 return leader, epoch
         time.sleep(0.05)
+    seen = ", ".join(f"leader {leader} in epoch {epoch}" if leader > 0 else "no leader" for leader, epoch in sorted(views))
+    raise TimeoutError(f"the running nodes did not agree on a leader within {timeout:.0f} s (they saw: {seen}); "
+                       f"see the logs in {cluster.directory}/node-*/server.log")
 
 
 def admin(cluster: LocalCluster):  # noqa: ANN201
@@ -155,7 +162,23 @@ def summary(cluster: LocalCluster) -> bool:
 
 
 def run(directory: Path) -> int:
+    """The demo; 0 if every step ran, the nodes agreed and it all took under two minutes."""
     started = time.monotonic()
+    try:
+        agree = steps(directory)
+    except (TimeoutError, RuntimeError) as e:  # a step did not happen in time, or a node exited
+        console.print(f"[bold red]demo failed:[/] {e}")
+        return 1
+    elapsed = time.monotonic() - started
+    console.print(f"\ndemo finished in {elapsed:.0f} s")
+    if elapsed > TIME_BUDGET_S:
+        console.print(f"[bold red]too slow:[/] the demo must finish within {TIME_BUDGET_S} s")
+        return 1
+    return 0 if agree else 1
+
+
+def steps(directory: Path) -> bool:
+    """Every step, start to end; True if the nodes agreed at the end."""
     shutil.rmtree(directory, ignore_errors=True)
     cluster = LocalCluster(directory / "cluster", voters=3, observers=1, overrides=DEMO_CONFIG)
     try:
@@ -188,17 +211,17 @@ def run(directory: Path) -> int:
         with Progress(TextColumn("observer fetching the snapshot"), BarColumn(), DownloadColumn(),
                       TransferSpeedColumn(), console=console) as progress:
             task = progress.add_task("fetch", total=size)
-            while True:
+
+            def loaded() -> bool:
                 try:
                     s = scrape(cluster, OBSERVER)
-                except OSError:
-                    time.sleep(0.02)
-                    continue
+                except OSError:  # not listening yet
+                    return False
                 progress.update(task, completed=value(s, "kraft_fetch_snapshot_bytes_fetched_total"))
-                if value(s, "kraft_log_start_offset") > 0:
-                    progress.update(task, completed=size)
-                    break
-                time.sleep(0.02)
+                return value(s, "kraft_log_start_offset") > 0
+
+            wait("the observer to load the snapshot", loaded)
+            progress.update(task, completed=size)
         console.print("observer loaded the snapshot and fetches the log after it")
 
         console.rule("[bold]5. SIGKILL the leader")
@@ -221,8 +244,7 @@ def run(directory: Path) -> int:
         console.rule("[bold]7. Where everyone stands")
         agree = summary(cluster)
         spark_step(cluster, new_leader)
-        console.print(f"\ndemo finished in {time.monotonic() - started:.0f} s")
-        return 0 if agree else 1
+        return agree
     finally:
         cluster.stop()
 

@@ -1,25 +1,31 @@
 """A consumer for kraft's log that never reads past a truncation without saying so (KIP-320).
 
-It keeps, for each assigned partition, the position to fetch from and the leader epoch of
-the last record consumed. When the partition's leader changes (a newer epoch in Metadata,
-or FENCED_LEADER_EPOCH from a fetch), the position is first validated with
-OffsetForLeaderEpoch: if the leader's history of that epoch ends before the position, the
-records the consumer already read are no longer in the log. Then:
+It keeps, for each assigned partition, the position to read from and the leader epoch of
+the record before it (of the last record consumed, or as given to seek). When the
+partition's leader changes (a newer epoch in Metadata, or FENCED_LEADER_EPOCH from a
+fetch), the position is first validated with OffsetForLeaderEpoch; every fetch carries the
+epoch too (LastFetchedEpoch), and the leader answers DivergingEpoch instead of records if
+its log no longer holds it. Both answers go through one rule (`_holds`, `_diverged_at`):
 
-* auto_offset_reset="none": poll() raises LogTruncationError, naming each partition and
-  the first offset known to diverge; the caller decides (seek and go on, or stop);
-* "earliest" / "latest": the position moves back to that first diverging offset (as
-  precisely as the leader's epochs allow) and a warning says so.
+* the log holds the position iff the leader's largest epoch <= ours is ours and ends at
+  or after the position (the test Kafka's leader applies to LastFetchedEpoch);
+* otherwise the first offset known to diverge is min(where that epoch ends, position),
+  with the leader's epoch there. The consumer never moves forward on such an answer: an
+  older epoch ending past the position still means the record before it is not the one
+  we read (Kafka's consumer would carry on there; see docs/design-notes.md).
 
-A Fetch answered with DivergingEpoch is handled the same way. UNKNOWN_LEADER_EPOCH and
-FENCED_LEADER_EPOCH are retried after a metadata refresh. The API is synchronous; the
-client runs its own event loop inside each call.
+Then, auto_offset_reset="none": poll() raises LogTruncationError naming each partition and
+that offset, position unchanged; "earliest" / "latest": the position moves back to it,
+with the leader's epoch (Kafka's seekValidated), and a warning says so. UNKNOWN_LEADER_EPOCH,
+FENCED_LEADER_EPOCH and unreachable leaders are retried after a metadata refresh,
+retry_backoff_ms apart. The API is synchronous; the client runs its own event loop inside
+each call.
 """
 
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
@@ -34,27 +40,47 @@ log = logging.getLogger("kraft.client")
 METADATA_V, LIST_OFFSETS_V, FETCH_V, EPOCH_V = 12, 7, 12, 4
 EARLIEST, LATEST = -2, -1
 NO_EPOCH = -1
-RETRIABLE = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
-             ErrorCode.leader_not_available, ErrorCode.offset_not_available, ErrorCode.unknown_topic_or_partition}
+LEADERSHIP = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+              ErrorCode.leader_not_available}
+RETRIABLE = LEADERSHIP | {ErrorCode.offset_not_available, ErrorCode.unknown_topic_or_partition}
+UNREACHABLE = (OSError, ConnectionError, asyncio.TimeoutError)
+
+Reset = Literal["earliest", "latest"]
 
 
 class ConsumerError(Exception):
     pass
 
 
-class LogTruncationError(ConsumerError):
-    """The log lost records this consumer had read: `divergent_offsets[tp]` is the first
-    offset that diverges (None if the leader could not say)."""
+class _NoAnswer(ConsumerError):
+    """No leader answered before the deadline: poll() returns nothing and tries again next
+    time; the other calls raise it."""
 
-    def __init__(self, divergent_offsets: dict["TopicPartition", int | None]) -> None:
-        detail = ", ".join(f"{tp}: first diverging offset {o}" for tp, o in divergent_offsets.items())
+
+@dataclass(frozen=True)
+class OffsetAndEpoch:
+    """A position to store externally: the next offset, and the epoch of the record before it."""
+
+    offset: int
+    leader_epoch: int | None
+
+
+class LogTruncationError(ConsumerError):
+    """The log lost records this consumer had read. `divergent_offsets[tp]` is the first
+    offset known to diverge, with the leader's epoch there (what to seek() to in order to
+    go on), or None if the leader could not say."""
+
+    def __init__(self, divergent_offsets: dict["TopicPartition", OffsetAndEpoch | None]) -> None:
+        detail = ", ".join(
+            f"{tp}: first diverging offset {at.offset} (leader epoch {at.leader_epoch})" if at is not None
+            else f"{tp}: the leader cannot say where its log diverges" for tp, at in divergent_offsets.items())
         super().__init__(f"log truncation detected ({detail})")
         self.divergent_offsets = divergent_offsets
 
 
 class OffsetOutOfRangeError(ConsumerError):
     def __init__(self, partitions: dict["TopicPartition", int]) -> None:
-        super().__init__(f"offsets out of range: {partitions}")
+        super().__init__(f"offsets out of range: {', '.join(f'{tp} at {o}' for tp, o in partitions.items())}")
         self.partitions = partitions
 
 
@@ -65,14 +91,6 @@ class TopicPartition:
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
-
-
-@dataclass(frozen=True)
-class OffsetAndEpoch:
-    """A position to store externally: the next offset, and the epoch of the record before it."""
-
-    offset: int
-    leader_epoch: int | None
 
 
 @dataclass(frozen=True)
@@ -88,15 +106,60 @@ class ConsumerRecord:
     is_control: bool = False
 
 
+@dataclass(frozen=True)
+class FetchedBatches:
+    """Whole record batches fetched for one partition, in offset order; records below
+    `start` (in the first batch) had been consumed before. `end` is the position after them."""
+
+    tp: TopicPartition
+    start: int
+    batches: list[RecordBatch]
+    end: OffsetAndEpoch
+
+
+def _holds(position: int, epoch: int, end_offset: int, end_epoch: int) -> bool:
+    """Whether a leader whose largest epoch <= `epoch` is `end_epoch`, ending at
+    `end_offset` (its OffsetForLeaderEpoch answer), still holds everything read before
+    `position` in `epoch`: the same test its Fetch applies to LastFetchedEpoch."""
+    return 0 <= epoch <= end_epoch and end_offset >= position
+
+
+def _diverged_at(position: int, end_offset: int, end_epoch: int) -> OffsetAndEpoch | None:
+    """Where a log that does not hold `position` diverges from what was read: the end of
+    the leader's epoch, never past the position (an answer cannot move a consumer forward
+    over records it has not read); None if the leader cannot say."""
+    if end_offset < 0 or end_epoch < 0:
+        return None
+    return OffsetAndEpoch(min(end_offset, position), end_epoch)
+
+
 @dataclass
 class _Partition:
-    position: int | None = None  # None: to be reset by the policy
-    last_epoch: int | None = None  # epoch of the last record consumed (or given to seek)
+    position: int | None = None  # the next offset poll() returns; None: to be reset by the policy
+    last_epoch: int | None = None  # epoch of the record before it (last consumed, or given to seek)
     leader: int | None = None
     leader_epoch: int = NO_EPOCH  # the partition leader's epoch as of our metadata
     validated_epoch: int = NO_EPOCH  # the leader epoch our position was checked against
     high_watermark: int = -1
-    reset: Literal["earliest", "latest"] | None = None
+    reset: Reset | None = None
+    buffered: list[ConsumerRecord] = field(default_factory=list)  # fetched, not yet returned by poll()
+    buffered_end: OffsetAndEpoch | None = None  # the position once `buffered` is all returned
+
+    def seek(self, offset: int, epoch: int | None, validated_epoch: int = NO_EPOCH) -> None:
+        self.position, self.last_epoch, self.reset, self.validated_epoch = offset, epoch, None, validated_epoch
+        self.buffered, self.buffered_end = [], None
+
+    def reset_to(self, policy: Reset | None) -> None:
+        """The position is unknown until ListOffsets finds it by `policy` (None: never)."""
+        self.position, self.reset = None, policy
+        self.buffered, self.buffered_end = [], None
+
+    def advance(self, to: OffsetAndEpoch) -> None:
+        self.position, self.last_epoch = to.offset, to.leader_epoch
+
+    @property
+    def awaits_validation(self) -> bool:
+        return self.position is not None and self.last_epoch is not None and self.validated_epoch != self.leader_epoch
 
 
 @dataclass
@@ -106,6 +169,11 @@ class _Cluster:
 
 
 class Consumer:
+    """An assign-only consumer. `retry_backoff_ms` and `default_api_timeout_ms` are Kafka's
+    retry.backoff.ms and default.api.timeout.ms, with their defaults: the pause before
+    retrying after a leadership error or an unreachable leader, and how long calls other
+    than poll() keep retrying before they raise."""
+
     def __init__(
         self,
         bootstrap_servers: str | Iterable[str],
@@ -116,6 +184,8 @@ class Consumer:
         max_partition_fetch_bytes: int = 8 * 1024 * 1024,
         fetch_max_wait_ms: int = 500,
         request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        default_api_timeout_ms: int = 60_000,
         include_control: bool = False,
     ) -> None:
         if auto_offset_reset not in ("none", "earliest", "latest"):
@@ -130,6 +200,8 @@ class Consumer:
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.timeout = request_timeout_ms / 1000
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.api_timeout = default_api_timeout_ms / 1000
         self.include_control = include_control
         self._loop = asyncio.new_event_loop()
         self._connections: dict[tuple[str, int], KafkaConnection] = {}
@@ -140,7 +212,7 @@ class Consumer:
     # ---------------------------------------------------------------- the public, synchronous API
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        self._partitions = {tp: self._partitions.get(tp, _Partition(reset=self._default_reset())) for tp in partitions}
+        self._partitions = {tp: self._partitions.get(tp) or self._new_partition() for tp in partitions}
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._partitions)
@@ -148,22 +220,21 @@ class Consumer:
     def seek(self, tp: TopicPartition, offset: int, leader_epoch: int | None = None) -> None:
         """Position at `offset`; with the epoch of the record before it (from next_offsets()),
         the next poll first checks that the log still holds what was read up to there."""
-        state = self._state(tp)
-        state.position, state.last_epoch, state.reset = offset, leader_epoch, None
-        state.validated_epoch = NO_EPOCH
+        self._state(tp).seek(offset, leader_epoch)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         for tp in partitions or tuple(self._partitions):
-            self._state(tp).reset, self._state(tp).position = "earliest", None
+            self._state(tp).reset_to("earliest")
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
         for tp in partitions or tuple(self._partitions):
-            self._state(tp).reset, self._state(tp).position = "latest", None
+            self._state(tp).reset_to("latest")
 
     def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record poll() returns."""
         state = self._state(tp)
         if state.position is None:
-            self._run(self._resets())
+            self._run(self._resets(self._api_deadline()))
         assert state.position is not None
         return state.position
 
@@ -177,27 +248,36 @@ class Consumer:
         return self._state(tp).high_watermark
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndEpoch]:
-        return self._run(self._list_offsets(list(partitions), EARLIEST))
+        return self._run(self._list_offsets(list(partitions), EARLIEST, self._api_deadline()))
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndEpoch]:
-        return self._run(self._list_offsets(list(partitions), LATEST))
+        return self._run(self._list_offsets(list(partitions), LATEST, self._api_deadline()))
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
-        """Records from the positions on, in offset order per partition (empty at the timeout)."""
+        """Records from the positions on, in offset order per partition (empty at the timeout).
+        With `max_records`, the positions move past the records returned only; the rest of
+        what was fetched stays buffered for the next poll."""
+        if max_records is not None and max_records < 1:
+            raise ValueError(f"max_records must be at least 1, not {max_records}")
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            fetched = self._run(self._poll_once(max(0.0, deadline - time.monotonic())))
-            records = [r for f in fetched for r in self._records(f)]
+            if not any(s.buffered for s in self._partitions.values()):
+                for fetched in self._run(self._poll_once(deadline)):
+                    self._buffer(fetched)
+            records = self._drain(max_records)
             if records or time.monotonic() >= deadline:
-                return records[:max_records] if max_records else records
+                return records
 
-    def poll_batches(self, timeout_ms: int = 1000) -> list["FetchedBatches"]:
+    def poll_batches(self, timeout_ms: int = 1000) -> list[FetchedBatches]:
         """Like poll(), as whole record batches (control batches included): for readers that
         turn batches into columns and have no use for a Python object per record. Records
-        of the first batch below `FetchedBatches.start` were consumed before."""
+        of the first batch below `FetchedBatches.start` were consumed before. A partition
+        with records poll() buffered is left out until poll() has returned them."""
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            fetched = self._run(self._poll_once(max(0.0, deadline - time.monotonic())))
+            fetched = self._run(self._poll_once(deadline))
+            for f in fetched:
+                self._state(f.tp).advance(f.end)
             if fetched or time.monotonic() >= deadline:
                 return fetched
 
@@ -205,13 +285,21 @@ class Consumer:
         """The topic's partitions, from a Metadata request (empty if the topic is unknown)."""
         return self._run(self._partitions_for(topic))
 
-    def diverging_offset(self, tp: TopicPartition, offset: int, leader_epoch: int) -> int | None:
-        """None if the log still holds, unchanged, everything before `offset` as it was when
-        the record before it had `leader_epoch`; otherwise the first offset that diverges
-        (-1 if the leader cannot say). Asks OffsetForLeaderEpoch; the position stays."""
-        self._partitions.setdefault(tp, _Partition(reset=self._default_reset()))
-        diverges = _diverges(offset, *self._run(self._end_of_epoch(tp, leader_epoch)))
-        return None if diverges is False else (-1 if diverges is None else diverges)
+    def validate_position(self, tp: TopicPartition, offset: int, leader_epoch: int) -> None:
+        """Raises LogTruncationError, as poll() would with auto_offset_reset="none", unless
+        the log still holds, unchanged, everything before `offset` as it was when the record
+        before it had `leader_epoch`. Asks OffsetForLeaderEpoch; no position changes."""
+        self._partitions.setdefault(tp, self._new_partition())
+        end_offset, end_epoch = self._run(self._end_of_epoch(tp, leader_epoch, self._api_deadline()))
+        if not _holds(offset, leader_epoch, end_offset, end_epoch):
+            raise LogTruncationError({tp: _diverged_at(offset, end_offset, end_epoch)})
+
+    def epoch_at(self, tp: TopicPartition, offset: int) -> int | None:
+        """The leader epoch of the record at `offset` (None if the log has none there),
+        found by walking the leader's epochs down from its newest with OffsetForLeaderEpoch:
+        one request per epoch that began after `offset`."""
+        self._partitions.setdefault(tp, self._new_partition())
+        return self._run(self._epoch_at(tp, offset))
 
     def close(self) -> None:
         if not self._closed:
@@ -227,17 +315,16 @@ class Consumer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def epoch_at(self, tp: TopicPartition, offset: int) -> int | None:
-        """The leader epoch of the record at `offset` (None if the log has none there),
-        found by walking the leader's epochs down from its newest with OffsetForLeaderEpoch:
-        one request per epoch that began after `offset`."""
-        self._partitions.setdefault(tp, _Partition(reset=self._default_reset()))
-        return self._run(self._epoch_at(tp, offset))
-
     # ---------------------------------------------------------------- plumbing
 
-    def _default_reset(self) -> Literal["earliest", "latest"] | None:
+    def _new_partition(self) -> _Partition:
+        return _Partition(reset=self._policy())
+
+    def _policy(self) -> Reset | None:
         return None if self.auto_offset_reset == "none" else self.auto_offset_reset  # type: ignore[return-value]
+
+    def _api_deadline(self) -> float:
+        return time.monotonic() + self.api_timeout
 
     def _state(self, tp: TopicPartition) -> _Partition:
         try:
@@ -270,6 +357,15 @@ class Consumer:
             raise ConnectionError(f"no leader known for {tp}")
         return await self._request(self._cluster.brokers[state.leader], request)
 
+    async def _backoff(self, deadline: float) -> None:
+        """retry.backoff.ms (never past `deadline`), then fresh metadata: leadership moved
+        or a node is unreachable. A failed refresh is left for the next attempt to meet."""
+        await asyncio.sleep(max(0.0, min(self.retry_backoff, deadline - time.monotonic())))
+        try:
+            await self._refresh_metadata()
+        except UNREACHABLE:
+            pass
+
     async def _refresh_metadata(self) -> None:
         await self._metadata(sorted({tp.topic for tp in self._partitions}))
 
@@ -290,7 +386,7 @@ class Consumer:
             try:
                 response = await self._request(address, request)
                 break
-            except (OSError, ConnectionError, asyncio.TimeoutError) as e:
+            except UNREACHABLE as e:
                 last = e
         else:
             raise ConnectionError(f"no broker answered Metadata: {last}")
@@ -307,135 +403,144 @@ class Consumer:
 
     # ---------------------------------------------------------------- offsets and validation
 
-    async def _list_offsets(self, partitions: list[TopicPartition], timestamp: int) -> dict[TopicPartition, OffsetAndEpoch]:
+    async def _ask_leader(self, tp: TopicPartition, what: str, request_for: Callable[[int], Any],
+                          deadline: float) -> Any:
+        """The partition's entry in its leader's answer to `request_for(current leader
+        epoch)`, asked again (retry.backoff.ms apart) through leadership errors and
+        unreachable leaders until `deadline`, then _NoAnswer."""
+        while True:
+            try:
+                p = (await self._to_leader(tp, request_for(self._state(tp).leader_epoch))).topics[0].partitions[0]
+                if p.error_code == ErrorCode.none:
+                    return p
+                if p.error_code not in RETRIABLE:
+                    raise ConsumerError(f"{what} {tp}: {p.error_code.name}")
+                why = p.error_code.name
+            except UNREACHABLE as e:
+                why = str(e) or type(e).__name__
+            if time.monotonic() >= deadline:
+                raise _NoAnswer(f"{what} {tp}: no answer from its leader ({why})")
+            await self._backoff(deadline)
+
+    async def _list_offsets(self, partitions: list[TopicPartition], timestamp: int,
+                            deadline: float) -> dict[TopicPartition, OffsetAndEpoch]:
         out = {}
         for tp in partitions:
-            self._partitions.setdefault(tp, _Partition(reset=self._default_reset()))
-            for _ in range(20):
-                state = self._state(tp)
-                request = build_request(2, LIST_OFFSETS_V, {
-                    "replica_id": -1, "isolation_level": 0,
-                    "topics": [{"name": tp.topic, "partitions": [{
-                        "partition_index": tp.partition, "current_leader_epoch": state.leader_epoch,
-                        "timestamp": timestamp}]}],
-                })
-                try:
-                    p = (await self._to_leader(tp, request)).topics[0].partitions[0]
-                except (OSError, ConnectionError, asyncio.TimeoutError):
-                    await self._backoff()
-                    continue
-                if p.error_code == ErrorCode.none:
-                    out[tp] = OffsetAndEpoch(p.offset, p.leader_epoch if p.leader_epoch >= 0 else None)
-                    break
-                if p.error_code not in RETRIABLE:
-                    raise ConsumerError(f"ListOffsets {tp}: {p.error_code.name}")
-                await self._backoff()
-            else:
-                raise ConsumerError(f"ListOffsets {tp}: no answer from its leader")
+            self._partitions.setdefault(tp, self._new_partition())
+            p = await self._ask_leader(tp, "ListOffsets", lambda current: build_request(2, LIST_OFFSETS_V, {
+                "replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": tp.topic, "partitions": [{
+                    "partition_index": tp.partition, "current_leader_epoch": current, "timestamp": timestamp}]}],
+            }), deadline)
+            out[tp] = OffsetAndEpoch(p.offset, p.leader_epoch if p.leader_epoch >= 0 else None)
         return out
 
-    async def _backoff(self) -> None:
-        await asyncio.sleep(0.1)
-        await self._refresh_metadata()
-
-    async def _resets(self) -> None:
-        for tp, state in self._partitions.items():
-            if state.position is not None:
-                continue
-            if state.reset is None:
-                raise OffsetOutOfRangeError({tp: -1})
-            found = (await self._list_offsets([tp], EARLIEST if state.reset == "earliest" else LATEST))[tp]
-            state.position, state.last_epoch, state.reset = found.offset, found.leader_epoch, None
-            state.validated_epoch = state.leader_epoch
-
-    async def _end_of_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
+    async def _end_of_epoch(self, tp: TopicPartition, epoch: int, deadline: float) -> tuple[int, int]:
         """The leader's answer to OffsetForLeaderEpoch: (end offset, largest epoch <= `epoch`)."""
-        for _ in range(20):
-            state = self._state(tp)
-            request = build_request(23, EPOCH_V, {"replica_id": -1, "topics": [{"topic": tp.topic, "partitions": [{
-                "partition": tp.partition, "current_leader_epoch": state.leader_epoch, "leader_epoch": epoch}]}]})
-            try:
-                p = (await self._to_leader(tp, request)).topics[0].partitions[0]
-            except (OSError, ConnectionError, asyncio.TimeoutError):
-                await self._backoff()
-                continue
-            if p.error_code in RETRIABLE:
-                await self._backoff()
-                continue
-            if p.error_code != ErrorCode.none:
-                raise ConsumerError(f"OffsetForLeaderEpoch {tp}: {p.error_code.name}")
-            return p.end_offset, p.leader_epoch
-        raise ConsumerError(f"OffsetForLeaderEpoch {tp}: no answer from its leader")
+        p = await self._ask_leader(tp, "OffsetForLeaderEpoch", lambda current: build_request(23, EPOCH_V, {
+            "replica_id": -1, "topics": [{"topic": tp.topic, "partitions": [{
+                "partition": tp.partition, "current_leader_epoch": current, "leader_epoch": epoch}]}],
+        }), deadline)
+        return p.end_offset, p.leader_epoch
 
     async def _epoch_at(self, tp: TopicPartition, offset: int) -> int | None:
         await self._refresh_metadata()
+        deadline = self._api_deadline()
         epoch, found = self._state(tp).leader_epoch, None
         while epoch >= 0:
-            end, epoch = await self._end_of_epoch(tp, epoch)
+            end, epoch = await self._end_of_epoch(tp, epoch, deadline)
             if epoch < 0 or end <= offset:
                 return found
             found, epoch = epoch, epoch - 1
         return found
 
-    async def _validate(self) -> None:
-        """Checks positions whose leader epoch changed since they were last checked."""
-        truncated: dict[TopicPartition, int | None] = {}
+    async def _resets(self, deadline: float) -> None:
         for tp, state in self._partitions.items():
-            if state.position is None or state.last_epoch is None or state.validated_epoch == state.leader_epoch:
+            if state.position is not None:
                 continue
-            checked_against = state.leader_epoch
-            diverges = _diverges(state.position, *(await self._end_of_epoch(tp, state.last_epoch)))
-            if diverges is not False:
-                truncated[tp] = diverges
+            if state.reset is None:
+                raise ConsumerError(f"{tp} has no position and auto_offset_reset is 'none': seek() it first")
+            found = (await self._list_offsets([tp], EARLIEST if state.reset == "earliest" else LATEST, deadline))[tp]
+            state.seek(found.offset, found.leader_epoch, validated_epoch=state.leader_epoch)
+
+    async def _validate(self, deadline: float) -> None:
+        """Checks positions whose leader epoch changed since they were last checked."""
+        truncated: dict[TopicPartition, OffsetAndEpoch | None] = {}
+        for tp, state in self._partitions.items():
+            if not state.awaits_validation:
+                continue
+            assert state.position is not None and state.last_epoch is not None
+            end_offset, end_epoch = await self._end_of_epoch(tp, state.last_epoch, deadline)
+            if _holds(state.position, state.last_epoch, end_offset, end_epoch):
+                state.validated_epoch = state.leader_epoch
             else:
-                state.validated_epoch = checked_against
+                truncated[tp] = _diverged_at(state.position, end_offset, end_epoch)
         if truncated:
             self._truncated(truncated)
 
-    def _truncated(self, truncated: dict[TopicPartition, int | None]) -> None:
+    def _truncated(self, truncated: dict[TopicPartition, OffsetAndEpoch | None]) -> None:
         if self.auto_offset_reset == "none":
             raise LogTruncationError(truncated)
-        for tp, offset in truncated.items():
+        for tp, at in truncated.items():
             state = self._state(tp)
-            if offset is None:
+            if at is None:
                 log.warning("log truncation detected for %s at position %s; the leader cannot say where: "
                             "resetting to the %s offset", tp, state.position, self.auto_offset_reset)
-                state.position, state.reset = None, self._default_reset()
+                state.reset_to(self._policy())
             else:
                 log.warning("log truncation detected for %s at position %s: resetting to the first diverging "
-                            "offset %d", tp, state.position, offset)
-                state.position = offset
-            state.last_epoch = None
-            state.validated_epoch = state.leader_epoch
+                            "offset %d (leader epoch %d)", tp, state.position, at.offset, at.leader_epoch)
+                state.seek(at.offset, at.leader_epoch, validated_epoch=state.leader_epoch)
 
     # ---------------------------------------------------------------- fetching
 
-    async def _poll_once(self, wait_s: float) -> list["FetchedBatches"]:
+    async def _poll_once(self, deadline: float) -> list[FetchedBatches]:
+        """One round: resets, validation, then a Fetch to each leader. A partition's error
+        is raised only if no other partition brought records: those are returned first, and
+        the failing partition, whose position did not move, fails again on the next round."""
         if not self._partitions:
+            raise ConsumerError("no partitions are assigned: assign() some first")
+        try:
+            if not self._cluster.brokers:
+                await self._refresh_metadata()
+            await self._resets(deadline)
+            await self._validate(deadline)
+        except (_NoAnswer, *UNREACHABLE):
+            await self._backoff(deadline)
             return []
-        if not self._cluster.brokers:
-            await self._refresh_metadata()
-        await self._resets()
-        await self._validate()
         by_leader: dict[int | None, list[TopicPartition]] = {}
         for tp, state in self._partitions.items():
-            if state.validated_epoch == state.leader_epoch or state.last_epoch is None:
+            if state.position is not None and not state.buffered and not state.awaits_validation:
                 by_leader.setdefault(state.leader, []).append(tp)
-        if None in by_leader:
-            await self._refresh_metadata()
-            return []
+        wait_s = max(0.0, deadline - time.monotonic())
         out: list[FetchedBatches] = []
+        error: ConsumerError | None = None
+        retry = None in by_leader
         for leader, tps in by_leader.items():
+            address = self._cluster.brokers.get(leader) if leader is not None else None
+            if address is None:
+                retry = True
+                continue
             try:
-                response = await self._request(self._cluster.brokers[leader], self._fetch_request(tps, wait_s))
-            except (OSError, ConnectionError, asyncio.TimeoutError, KeyError):
-                await self._refresh_metadata()
+                response = await self._request(address, self._fetch_request(tps, wait_s))
+            except UNREACHABLE:
+                retry = True
                 continue
             for topic in response.responses:
                 for p in topic.partitions:
-                    fetched = self._handle_partition(TopicPartition(topic.topic, p.partition_index), p)
+                    tp = TopicPartition(topic.topic, p.partition_index)
+                    try:
+                        fetched = self._handle_partition(tp, p)
+                    except ConsumerError as e:
+                        error = error or e
+                        continue
                     if fetched is not None:
                         out.append(fetched)
+                    retry = retry or p.error_code in LEADERSHIP
+        if error is not None and not out:
+            raise error
+        if retry and not out:
+            await self._backoff(deadline)
         return out
 
     def _fetch_request(self, tps: list[TopicPartition], wait_s: float) -> Any:
@@ -454,39 +559,33 @@ class Consumer:
             "forgotten_topics_data": [], "rack_id": "",
         })
 
-    def _handle_partition(self, tp: TopicPartition, p: Any) -> "FetchedBatches | None":
+    def _handle_partition(self, tp: TopicPartition, p: Any) -> FetchedBatches | None:
         state = self._state(tp)
-        if p.error_code in (ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower,
-                            ErrorCode.unknown_leader_epoch, ErrorCode.leader_not_available):
+        assert state.position is not None
+        if p.error_code in LEADERSHIP:
             state.leader = None  # refresh, and (FENCED) validate against the new leader's epoch
             if p.current_leader.leader_epoch > state.leader_epoch:
                 state.leader, state.leader_epoch = p.current_leader.leader_id, p.current_leader.leader_epoch
             return None
         if p.error_code == ErrorCode.offset_out_of_range:
             if self.auto_offset_reset == "none":
-                raise OffsetOutOfRangeError({tp: state.position or -1})
+                raise OffsetOutOfRangeError({tp: state.position})
             log.warning("%s: offset %s is out of range; resetting to the %s offset", tp, state.position,
                         self.auto_offset_reset)
-            state.position, state.reset = None, self._default_reset()
+            state.reset_to(self._policy())
             return None
         if p.error_code != ErrorCode.none:
             raise ConsumerError(f"Fetch {tp}: {p.error_code.name}")
         state.high_watermark = p.high_watermark
+        if p.diverging_epoch.end_offset >= 0:  # the leader applied _holds to our LastFetchedEpoch
+            self._truncated({tp: _diverged_at(state.position, p.diverging_epoch.end_offset, p.diverging_epoch.epoch)})
+            return None
         # This leader took our position and LastFetchedEpoch without DivergingEpoch: checked.
         state.validated_epoch = state.leader_epoch
-        if p.diverging_epoch.end_offset >= 0:
-            assert state.position is not None
-            diverges = _diverges(state.position, p.diverging_epoch.end_offset, p.diverging_epoch.epoch)
-            self._truncated({tp: diverges if diverges is not False else p.diverging_epoch.end_offset})
-            return None
-        if not p.records:
-            return None
-        return self._take(tp, state, p.records)
+        return self._take(tp, state.position, p.records) if p.records else None
 
-    def _take(self, tp: TopicPartition, state: _Partition, data: bytes) -> "FetchedBatches | None":
-        """The fetched batches from the position on; the position moves past them."""
-        assert state.position is not None
-        start = state.position
+    def _take(self, tp: TopicPartition, start: int, data: bytes) -> FetchedBatches | None:
+        """The fetched batches from `start` on (the position does not move here)."""
         try:
             batches = [b for b in read_batches(data) if b.header.next_offset > start]
         except RecordError as e:
@@ -494,10 +593,36 @@ class Consumer:
         if not batches:
             return None
         last = batches[-1].header
-        state.position, state.last_epoch = last.next_offset, last.partition_leader_epoch
-        return FetchedBatches(tp, start, batches)
+        return FetchedBatches(tp, start, batches, OffsetAndEpoch(last.next_offset, last.partition_leader_epoch))
 
-    def _records(self, fetched: "FetchedBatches") -> list[ConsumerRecord]:
+    def _buffer(self, fetched: FetchedBatches) -> None:
+        """Keeps `fetched`'s records for poll() to return; with none (control batches only),
+        the position moves past them at once."""
+        state = self._state(fetched.tp)
+        records = self._records(fetched)
+        if records:
+            state.buffered, state.buffered_end = records, fetched.end
+        else:
+            state.advance(fetched.end)
+
+    def _drain(self, max_records: int | None) -> list[ConsumerRecord]:
+        """Up to `max_records` buffered records; each position moves past those returned."""
+        out: list[ConsumerRecord] = []
+        for state in self._partitions.values():
+            room = len(state.buffered) if max_records is None else min(len(state.buffered), max_records - len(out))
+            if room <= 0:
+                continue
+            taken, state.buffered = state.buffered[:room], state.buffered[room:]
+            out += taken
+            if state.buffered:
+                state.advance(OffsetAndEpoch(taken[-1].offset + 1, taken[-1].leader_epoch))
+            else:
+                assert state.buffered_end is not None
+                state.advance(state.buffered_end)
+                state.buffered_end = None
+        return out
+
+    def _records(self, fetched: FetchedBatches) -> list[ConsumerRecord]:
         tp, out = fetched.tp, []
         for batch in fetched.batches:
             h = batch.header
@@ -510,22 +635,3 @@ class Consumer:
             out += [ConsumerRecord(tp.topic, tp.partition, r.offset, h.partition_leader_epoch, r.timestamp, r.key,
                                    r.value, r.headers, h.is_control) for r in records if r.offset >= fetched.start]
         return out
-
-
-@dataclass(frozen=True)
-class FetchedBatches:
-    """Whole record batches fetched for one partition, in offset order; records below
-    `start` (in the first batch) had been consumed before."""
-
-    tp: TopicPartition
-    start: int
-    batches: list[RecordBatch]
-
-
-def _diverges(position: int, end_offset: int, epoch: int) -> int | None | bool:
-    """False if a leader whose history of our last epoch ends at `end_offset` (its largest
-    epoch <= ours being `epoch`) still holds our position; else the first diverging offset
-    (None when the leader cannot say)."""
-    if end_offset < 0 or epoch < 0:
-        return None
-    return end_offset if end_offset < position else False

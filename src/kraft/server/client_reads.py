@@ -417,29 +417,45 @@ class ClientReads:
         error = self._serve(p.partition, name, topic_id, p.current_leader_epoch if version >= 9 else NO_EPOCH)
         if not error and hw is None:
             error = ErrorCode.offset_not_available  # a new leader that has not committed yet
-        if not error and not log.start_offset <= offset <= log.end_offset:
-            error = ErrorCode.offset_out_of_range
+        if not error and offset < log.start_offset:
+            error = ErrorCode.offset_out_of_range  # whatever the epochs say, as Kafka's leader answers
+        diverging = None
+        if not error:
+            diverging, error = self._divergence(p.last_fetched_epoch if version >= 12 else NO_EPOCH, offset)
+        if not error and diverging is None and offset > log.end_offset:
+            error = ErrorCode.offset_out_of_range  # past the end, and not because the fetcher's history diverged
         if error:
             entry["error_code"] = error
             if error in _LEADERSHIP_ERRORS:
                 entry["current_leader"] = self._leader_and_epoch()
             return entry, 0
         entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=log.start_offset)
-        last_epoch = p.last_fetched_epoch if version >= 12 else NO_EPOCH
-        if last_epoch >= 0:
-            end = self._end_of_epoch(last_epoch)
-            if end.epoch < 0:
-                entry["error_code"] = ErrorCode.offset_out_of_range  # the log cannot tell where it ended
-                return entry, 0
-            if end.epoch < last_epoch or end.offset < offset:
-                entry["diverging_epoch"] = {"epoch": end.epoch, "end_offset": end.offset}
-                return entry, 0
+        if diverging is not None:
+            entry["diverging_epoch"] = diverging
+            return entry, 0
         limit = min(p.partition_max_bytes, budget)
         if offset >= hw or (limit <= 0 and not first):
             return entry, 0
         info = log.read(offset, max(limit, 0), upper_bound=hw)
         entry["records"] = info.data if info.size else b""
         return entry, info.size
+
+    def _divergence(self, last_epoch: int, offset: int) -> tuple[dict[str, int] | None, ErrorCode]:
+        """Kafka's leader check of a Fetch's LastFetchedEpoch (-1: none, not checked): the
+        log diverges from the fetcher's unless its largest epoch <= LastFetchedEpoch is that
+        epoch and ends at or after FetchOffset; the answer is then that epoch and its end
+        (DivergingEpoch), even when it ends past FetchOffset: the record before FetchOffset
+        is of an epoch this log does not have. A log that cannot tell is OUT_OF_RANGE. This
+        comes before the check of FetchOffset against the log end, as in Kafka, so a
+        fetcher past the end of a log that lost its history learns where it diverged."""
+        if last_epoch < 0:
+            return None, ErrorCode.none
+        end = self._end_of_epoch(last_epoch)
+        if end.epoch < 0:
+            return None, ErrorCode.offset_out_of_range
+        if end.epoch < last_epoch or end.offset < offset:
+            return {"epoch": end.epoch, "end_offset": end.offset}, ErrorCode.none
+        return None, ErrorCode.none
 
     # ---------------------------------------------------------------- writes, refused
 

@@ -1,6 +1,7 @@
 """KIP-320 against a log that really lost committed records: restore from a snapshot
-backup, and unclean recovery from a lagging survivor. Our consumer, kafka-python's and
-confluent-kafka's (librdkafka) must each detect it rather than read past it."""
+backup, and unclean recovery onto wiped disks from a survivor whose uncommitted records the
+others replaced. Our consumer, kafka-python's and confluent-kafka's (librdkafka) must each
+detect it rather than read past it."""
 
 import os
 import shutil
@@ -15,10 +16,13 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import LogTruncationError as KpLogTruncationError
 
+import pytest
+
 from kraft.cli.local_cluster import LocalCluster
-from kraft.client import Consumer, LogTruncationError, TopicPartition
-from kraft.storage import FileLog
-from kraft.cli.cluster_client import leader
+from kraft.client import Consumer, LogTruncationError, OffsetOutOfRangeError, TopicPartition
+from kraft.protocol import ErrorCode
+from kraft.storage import FileLog, FileQuorumStateStore
+from kraft.cli.cluster_client import create_topic, leader
 from tests.server.cluster_helpers import create_topics, kraft_cli, wait_for
 
 TOPIC = "__cluster_metadata"
@@ -71,7 +75,7 @@ class Readers:
             try:
                 self.ours.poll(300)
             except LogTruncationError as e:
-                assert e.divergent_offsets == {TopicPartition(TOPIC, 0): expected}
+                assert {tp: at.offset for tp, at in e.divergent_offsets.items() if at} == {TopicPartition(TOPIC, 0): expected}
                 return True
             return False
 
@@ -130,37 +134,68 @@ def test_restore_from_a_snapshot_backup_is_detected_by_every_consumer(tmp_path):
         assert leader(cluster)[1] >= 101
         create_topics(cluster, "restored", 3)
         readers.detect(snapshot_end, new_epoch=101)
+        with Consumer(cluster.bootstrap_servers(), auto_offset_reset="none") as consumer:
+            consumer.assign([TopicPartition(TOPIC, 0)])
+            consumer.seek(TopicPartition(TOPIC, 0), 0)  # below the restored log's start
+            with pytest.raises(OffsetOutOfRangeError) as raised:
+                consumer.poll(2000)
+            assert raised.value.partitions == {TopicPartition(TOPIC, 0): 0}
     finally:
         if readers is not None:
             readers.close()
         cluster.stop()
 
 
-def test_unclean_recovery_from_a_lagging_survivor_is_detected_by_every_consumer(tmp_path):
+def test_unclean_recovery_onto_wiped_disks_from_a_diverged_survivor_is_detected_by_every_consumer(tmp_path):
+    """The survivor is an old leader cut off from the others: it appended records it never
+    committed, and the majority, in a newer epoch, committed others at those offsets.
+    Then the majority's disks are lost (removed, reformatted) and every node takes the
+    survivor's log. The consumers read the majority's records; the leader's epochs show
+    them diverging at the survivor's log end at the latest (its epoch ends there)."""
     cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=0)
     readers = None
     try:
         cluster.start()
-        create_topics(cluster, "everyone", 5)
-        cluster.stop(3)  # node 3 falls behind: it will be the only survivor
-        survivor_log = FileLog(cluster.nodes[3].partition_dir)
-        survivor_end = survivor_log.end_offset
+        committed = create_topics(cluster, "everyone", 5)
+        survivor, survivor_epoch = leader(cluster)
+        majority = [n for n in cluster.voter_ids if n != survivor]
+        for n in majority:
+            cluster.pause(n)
+        # Appended by the survivor, never committed: it times out waiting for a quorum.
+        answer = create_topic(cluster.nodes[survivor].client_port, "survivor-only", timeout_ms=300, retry_s=0)
+        assert answer.error_code == ErrorCode.request_timed_out
+        cluster.kill(survivor)
+        for n in majority:
+            cluster.resume(n)
+        survivor_log = FileLog(cluster.nodes[survivor].partition_dir)
+        survivor_end, survivor_last_epoch = survivor_log.end_offset, survivor_log.latest_epoch
         survivor_log.close()
-        hw = create_topics(cluster, "majority-only", 10)
+        assert survivor_end > committed and survivor_last_epoch == survivor_epoch
+        hw = create_topics(cluster, "majority-only", 10)  # over the survivor's records, and past them
         assert hw > survivor_end
         readers = Readers(cluster, hw)
-        old_epoch = leader(cluster, exclude=(3,))[1]
+        old_epoch = leader(cluster, exclude=(survivor,))[1]
+        assert old_epoch > survivor_epoch
         cluster.stop()
-        # Nodes 1 and 2 lost their disks: every node takes node 3's log.
+        for n in majority:  # their disks are gone: new, formatted ones
+            shutil.rmtree(cluster.nodes[n].data_dir)
+            kraft_cli("storage", "format", "--config", str(cluster.nodes[n].config_path),
+                      "--cluster-id", cluster.cluster_id)
+        new_epoch = old_epoch + 10  # the operator's: above every epoch the clients saw
         for node in cluster.nodes.values():
-            kraft_cli("recover", "--from", str(cluster.nodes[3].data_dir), "--config", str(node.config_path))
+            kraft_cli("recover", "--from", str(cluster.nodes[survivor].data_dir), "--config", str(node.config_path),
+                      "--epoch", str(new_epoch))
         cluster.start()
-        assert leader(cluster)[1] > old_epoch
-        readers.detect(survivor_end, new_epoch=old_epoch + 1)
+        assert leader(cluster)[1] > new_epoch
+        readers.detect(survivor_end, new_epoch=new_epoch + 1)
     finally:
         if readers is not None:
             readers.close()
         cluster.stop()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kraft.cli", *args], capture_output=True, text=True)
 
 
 def test_restore_refuses_an_epoch_that_is_not_new(tmp_path):
@@ -173,8 +208,39 @@ def test_restore_refuses_an_epoch_that_is_not_new(tmp_path):
         backup = tmp_path / snapshot.name
         shutil.copy2(snapshot, backup)
         cluster.stop()
-        out = subprocess.run([sys.executable, "-m", "kraft.cli", "restore", "--snapshot", str(backup), "--config",
-                              str(cluster.nodes[1].config_path), "--epoch", "1"], capture_output=True, text=True)
+        config = str(cluster.nodes[1].config_path)
+        out = run_cli("restore", "--snapshot", str(backup), "--config", config, "--epoch", "1")
         assert out.returncode == 1 and "is not above epoch" in out.stderr
+        # A one-voter cluster's voter knows every epoch a client saw: it may choose.
+        seen = FileQuorumStateStore(cluster.nodes[1].partition_dir).read().epoch
+        out = run_cli("restore", "--snapshot", str(backup), "--config", config)
+        assert out.returncode == 0 and f"epoch {seen + 1}." in out.stdout
+        assert FileQuorumStateStore(cluster.nodes[1].partition_dir).read().epoch == seen + 1
     finally:
         cluster.stop()
+
+
+def test_without_epoch_a_node_that_cannot_know_the_clients_epochs_refuses(tmp_path):
+    """One voter of three, or any node on a new disk, cannot tell which epochs the
+    clients saw nor what the other nodes will choose: --epoch is required, and the
+    message says what to give."""
+    first = LocalCluster(tmp_path / "one", voters=1, observers=0, overrides=SNAPSHOTS)
+    try:
+        first.start()
+        create_topics(first, "t", 30)
+        wait_for(lambda: list(first.nodes[1].partition_dir.glob("*.checkpoint")), what="a snapshot")
+        snapshot = sorted(first.nodes[1].partition_dir.glob("*.checkpoint"))[-1]
+        backup = tmp_path / snapshot.name
+        shutil.copy2(snapshot, backup)
+    finally:
+        first.stop()
+    fresh = LocalCluster(tmp_path / "three", voters=3, observers=0)  # formatted, never started
+    config = str(fresh.nodes[2].config_path)
+    for args in (("restore", "--snapshot", str(backup)), ("recover", "--from", str(first.nodes[1].data_dir))):
+        out = run_cli(*args, "--config", config)
+        assert out.returncode == 1 and "--epoch is required" in out.stderr and "3 voters" in out.stderr
+        assert "no quorum-state" in out.stderr and "Give every node the same --epoch" in out.stderr
+        assert not fresh.nodes[2].partition_dir.exists()  # nothing was changed
+    out = run_cli("recover", "--from", str(first.nodes[1].data_dir), "--config", config, "--epoch", "50")
+    assert out.returncode == 0 and "epoch 50." in out.stdout and "checked against epoch" in out.stderr
+    assert FileQuorumStateStore(fresh.nodes[2].partition_dir).read().epoch == 50

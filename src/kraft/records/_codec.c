@@ -438,19 +438,12 @@ static PyObject *decode_one(decoder_t *d, Py_ssize_t *pos, Py_ssize_t index) {
     PyObject *key = NULL, *value = NULL, *headers = NULL, *ts;
     int rc = get_varint(buf, d->len, pos, 5, &body_len);
     if (rc != 0 || body_len < 6 || body_len > d->len - *pos) {
-        err = rc ? "record length varint is malformed" : "record length out of range";
-        goto fail;
+        return corrupt(rc ? "record length varint is malformed" : "record length out of range", start);
     }
     Py_ssize_t end = *pos + (Py_ssize_t)body_len;
     (*pos)++; /* attributes */
-    if (get_varint(buf, end, pos, 10, &ts_delta) != 0) {
-        err = "timestamp delta is malformed";
-        goto fail;
-    }
-    if (get_varint(buf, end, pos, 5, &off_delta) != 0) {
-        err = "offset delta is malformed";
-        goto fail;
-    }
+    if (get_varint(buf, end, pos, 10, &ts_delta) != 0) return corrupt("timestamp delta is malformed", start);
+    if (get_varint(buf, end, pos, 5, &off_delta) != 0) return corrupt("offset delta is malformed", start);
     /* Deltas rise strictly within 0..last_offset_delta. Gaps are allowed: Kafka's log
        cleaner leaves them when it drops records from a batch, and its readers accept them. */
     if (off_delta < 0 || off_delta > d->last_offset_delta) {
@@ -550,11 +543,10 @@ static PyObject *decode_records(PyObject *self, PyObject *args) {
         corrupt_batch(reason);
         goto done;
     }
-    /* Each record takes an offset of its own and at least 7 bytes: a count past either is
-       corrupt, not a reason to allocate. */
-    if (count < 0 || count > last_offset_delta + 1 || count > view.len / 7 + 1) {
-        snprintf(reason, sizeof reason, "record count %zd does not fit the batch's %lld offsets and %zd bytes",
-                 count, last_offset_delta + 1, view.len);
+    /* Every record takes at least 7 bytes, so a count above len/7 is corrupt, not a reason
+       to allocate. (A count above the batch's offsets fails at the first record past them.) */
+    if (count < 0 || count > view.len / 7 + 1) {
+        snprintf(reason, sizeof reason, "record count %zd does not fit the %zd bytes of records", count, view.len);
         corrupt_batch(reason);
         goto done;
     }
@@ -715,16 +707,9 @@ static PyObject *walk_batches(PyObject *self, PyObject *args) {
             }
         }
         int32_t last_offset_delta = be32(p + 23), records_count = be32(p + 57);
-        if (last_offset_delta < 0 || records_count < 0 || records_count > (int64_t)last_offset_delta + 1) {
-            snprintf(reason, sizeof reason, "record count %d does not fit last offset delta %d", records_count,
-                     last_offset_delta);
-            break;
-        }
-        /* A batch a leader takes in holds one record per offset, as Kafka requires of the
-           batches producers send; only compaction, later, leaves gaps. */
-        if (stamping && records_count != (int64_t)last_offset_delta + 1) {
-            snprintf(reason, sizeof reason, "a new batch needs one record per offset: %d records, last offset delta %d",
-                     records_count, last_offset_delta);
+        if (last_offset_delta < 0 || records_count < 0) {
+            snprintf(reason, sizeof reason, "last offset delta %d / record count %d out of range", last_offset_delta,
+                     records_count);
             break;
         }
         int64_t base = stamping ? (int64_t)expected : be64(p);

@@ -8,14 +8,17 @@ give the same events in the same order. The checks run after every event:
 * a leader's high watermark never goes back;
 * a majority of voters hold, on disk, the entry just below the high watermark, with the
   leader's epoch (so, by log matching, everything below it);
+* log matching: two batches with the same base offset and epoch, on any nodes at any
+  time, are the same batch and follow the same batch (checked incrementally, on the
+  batches each event appended);
 * no offset is ever committed with two different values, on any node, in any life;
 * the log start offset is at or before the earliest snapshot, and equal to it above 0;
-* snapshots with the same id hold the same state on every node; a leader never loads one;
+* snapshots with the same id hold the same state on every node; a leader never loads one.
 
-and, every few events and at the end, log matching across every pair of nodes. At the
-end, after the faults heal: a leader is elected and commits a new append within a bound,
-every node catches up to it, and every node's state (snapshot plus log) equals the one
-computed from the committed records.
+At the end, after the faults heal: a leader is elected and commits a new append within a
+bound, every node catches up to it, and every node's state (snapshot plus log) equals the
+one computed from the committed records. In the late-join and disk-loss mixes, a node
+must have caught up by loading a snapshot from the leader.
 """
 
 import hashlib
@@ -45,6 +48,7 @@ MIXES = (
     "crash",
     "late-join",
     "disk-loss",
+    "resign",
     "all",
 )
 
@@ -62,8 +66,17 @@ class SimParams:
     liveness_bound_ms: int = 4000  # a new append must commit this soon after healing
     append_every_ms: int = 25
     quiet_ms: int = 2000  # no appends in the last part of the run
-    check_logs_every: int = 50  # events between full log-matching checks
     snapshot_every_bytes: int = 2000  # the counter snapshots after this many committed bytes
+
+
+@dataclass
+class _LogCursor:
+    """How far the log-matching check has read one node's log."""
+
+    log: object  # the log it read (a lost disk is a new one)
+    generation: int  # the log's truncation count when last read
+    end: int  # the log end when last read
+    last: tuple[int, int, int] | None  # (base offset, epoch, crc) of the last batch read
 
 
 @dataclass
@@ -74,8 +87,9 @@ class Stats:
     acknowledged: int = 0
     kills: int = 0
     disks_lost: int = 0
+    resignations: int = 0
     snapshots: int = 0
-    snapshots_fetched: int = 0
+    snapshots_fetched: int = 0  # snapshots a running node loaded on the leader's word
     dropped: int = 0
     delivered: int = 0
     leaders: set[tuple[int, int]] = field(default_factory=set)
@@ -124,7 +138,9 @@ class Simulation:
         self._leader_of_epoch: dict[int, int] = {}
         self._persisted_epoch: dict[tuple[int, int], int] = {}
         self._leader_hw: dict[tuple[int, int], int] = {}
-        self._batch_cache: dict[int, tuple[tuple | None, list]] = {}
+        # Every batch any node held: (base offset, epoch) -> [crc, (base, epoch, crc) of the batch before it].
+        self._batches_seen: dict[tuple[int, int], list] = {}
+        self._cursors: dict[int, _LogCursor] = {}
         self._snapshot_states: dict[object, bytes] = {}  # snapshot id -> state, the first node's
         self._snapshots_checked: set[tuple[int, int, object]] = set()  # (node, disk, id)
         self._image_digests: dict[int, str] = {}  # offset -> digest of the metadata image there
@@ -214,7 +230,9 @@ class Simulation:
     def _schedule_faults(self) -> None:
         rng, p, mix = self.fault_rng, self.params, self.mix
         net = self.network.faults
-        kinds = {"drop", "delay", "duplicate", "partition", "oneway", "split", "isolate-leader", "crash", "disk-loss"}
+        kinds = {
+            "drop", "delay", "duplicate", "partition", "oneway", "split", "isolate-leader", "crash", "disk-loss", "resign",
+        }
         active = kinds if mix == "all" else ({mix} & kinds)
         if "drop" in active:
             net.drop = rng.uniform(0.05, 0.3)
@@ -222,7 +240,7 @@ class Simulation:
             net.duplicate = rng.uniform(0.05, 0.3)
         if "delay" in active:
             net.min_delay, net.max_delay = 1, rng.randint(20, 250)
-        episodic = active & {"partition", "oneway", "split", "isolate-leader", "crash", "disk-loss"}
+        episodic = active & {"partition", "oneway", "split", "isolate-leader", "crash", "disk-loss", "resign"}
         t = rng.randint(200, 800)
         while episodic and t < p.fault_ms:
             kind = rng.choice(sorted(episodic))
@@ -251,6 +269,13 @@ class Simulation:
             before = set(net.cut)
             net.isolate(victim, ids)
             links = net.cut - before
+        elif kind == "resign":
+            # A graceful shutdown's first step: the leader hands over with EndQuorumEpoch.
+            for node in self.nodes.values():
+                if node.core is not None and node.core.is_leader:
+                    node.step(lambda core, now: core.resign(now))
+                    self.stats.resignations += 1
+            return
         elif kind == "disk-loss":
             # Observers only: a voter that forgets its votes could vote twice in an epoch,
             # which Raft (and KRaft before KIP-853) cannot survive.
@@ -294,6 +319,7 @@ class Simulation:
         majority = len(self.voter_ids) // 2 + 1
         for node in self.nodes.values():
             self._check_snapshots(node)
+            self._check_log_matching(node)
             state = node.store.read()
             if state is not None:
                 disk = (node.node_id, node.disks)  # a wiped disk starts a new history
@@ -333,8 +359,6 @@ class Simulation:
                         f"leader {node.node_id} high watermark {hw}, but only voters {holders} hold offset "
                         f"{hw - 1} (epoch {epoch_below}) on disk"
                     )
-        if self.stats.events % self.params.check_logs_every == 0:
-            self._check_log_matching()
 
     def _check_snapshots(self, node: SimNode) -> None:
         ids = node.snapshots.list()
@@ -355,46 +379,45 @@ class Simulation:
             if known != content.digest():
                 self.fail(f"snapshot {sid} holds different states on different nodes (node {node.node_id})")
 
-    def _batches(self, node: SimNode) -> list[tuple[int, int, int, int]]:
-        """(base, last, epoch, crc) of each batch in the node's log; walks only what was
-        appended since the last call unless the log was truncated or trimmed meanwhile."""
+    def _check_log_matching(self, node: SimNode) -> None:
+        """Checks the batches appended to the node's log since the last event against every
+        batch any node ever held with the same base offset and epoch: the same bytes (crc),
+        after the same batch. By induction two logs holding one batch agree up to it."""
         log = node.log
-        key = (id(log), log.generation, log.start_offset)
-        cached_key, batches = self._batch_cache.get(node.node_id, (None, []))
-        if cached_key != key:
-            batches = []
-        start = batches[-1][1] + 1 if batches else log.start_offset
-        if start < log.end_offset:
-            data = log.read(start, 1 << 40).tobytes()
-            batches = batches + [
-                (h.base_offset, h.last_offset, h.partition_leader_epoch, h.crc) for h in iter_batches(data)
-            ]
-        self._batch_cache[node.node_id] = (key, batches)
-        return batches
-
-    def _check_log_matching(self) -> None:
-        logs = {n.node_id: self._batches(n) for n in self.nodes.values()}
-        ids = sorted(logs)
-        for i, a in enumerate(ids):
-            for b in ids[i + 1 :]:
-                # Compare only what both still hold: their starts may differ (snapshots).
-                start = max(logs[a][0][0] if logs[a] else 0, logs[b][0][0] if logs[b] else 0)
-                la = [batch for batch in logs[a] if batch[0] >= start]
-                lb = [batch for batch in logs[b] if batch[0] >= start]
-                k = 0
-                while k < min(len(la), len(lb)) and la[k] == lb[k]:
-                    k += 1
-                by_base = {batch[0]: batch for batch in lb[k:]}
-                for batch in la[k:]:
-                    other = by_base.get(batch[0])
-                    if other is not None and other[2] == batch[2]:
-                        self.fail(
-                            f"log matching: nodes {a} and {b} both hold a batch at offset {batch[0]} in epoch "
-                            f"{batch[2]} but their logs differ before it (or the batches differ: {batch} vs {other})"
-                        )
+        cursor = self._cursors.get(node.node_id)
+        end = log.end_offset
+        if cursor is None or cursor.log is not log:  # a new disk: all of it
+            start, previous = log.start_offset, None
+        elif cursor.generation != log.generation:  # truncated: what is left was checked; go on after it
+            start, previous = end, None
+            if end > log.start_offset:
+                h = next(iter_batches(log.read(end - 1, 1).tobytes()))
+                previous = (h.base_offset, h.partition_leader_epoch, h.crc)
+        elif cursor.end == end:
+            return
+        else:
+            start, previous = cursor.end, cursor.last
+            if start < log.start_offset:  # appended and trimmed within one event: no predecessor left
+                start, previous = log.start_offset, None
+        if start < end:
+            seen = self._batches_seen
+            for h in iter_batches(log.read(start, 1 << 40).tobytes()):
+                batch = (h.base_offset, h.partition_leader_epoch, h.crc)
+                known = seen.get(batch[:2])
+                if known is None:
+                    seen[batch[:2]] = [h.crc, previous]
+                elif known[0] != h.crc or (previous is not None and known[1] not in (None, previous)):
+                    self.fail(
+                        f"log matching: node {node.node_id} holds a batch at offset {h.base_offset} in epoch "
+                        f"{h.partition_leader_epoch} (crc {h.crc}) after {previous}, but another node held it "
+                        f"(crc {known[0]}) after {known[1]}"
+                    )
+                elif known[1] is None:
+                    known[1] = previous
+                previous = batch
+        self._cursors[node.node_id] = _LogCursor(log, log.generation, end, previous)
 
     def _check_end(self) -> None:
-        self._check_log_matching()
         healed = self._healed_at
         commits_after_heal = [t for t in self._commit_times if t >= healed]
         if not commits_after_heal:
@@ -411,6 +434,9 @@ class Simulation:
         for node in self.nodes.values():
             if node.machine.applied < target:
                 self.fail(f"node {node.node_id} applied only up to {node.machine.applied}, not {target}, after healing")
+        caught_up_by_snapshot = self.mix == "late-join" or (self.mix == "disk-loss" and self.stats.disks_lost)
+        if caught_up_by_snapshot and not self.stats.snapshots_fetched:
+            self.fail(f"no node caught up by loading a snapshot from the leader in the {self.mix} mix")
         self.workload.check_end(self)
 
     # ---------------------------------------------------------------- run

@@ -48,10 +48,15 @@ class Workload(Protocol):
     def check_end(self, sim: "Simulation") -> None: ...
 
 
-def _refuse_load_on_leader(node: "SimNode", reader: SnapshotReader) -> None:
+def _snapshot_loaded(node: "SimNode", reader: SnapshotReader) -> None:
+    """A leader never loads a snapshot; a running follower or observer loads one when the
+    leader sent it there (a core loading at boot is not yet the node's)."""
     core = node.core
-    if core is not None and core.role == Role.LEADER:
+    if core is None:
+        return
+    if core.role == Role.LEADER:
         node.sim.fail(f"leader {node.node_id} loaded snapshot {reader.snapshot_id}")
+    node.sim.stats.snapshots_fetched += 1
 
 
 def _leaders(sim: "Simulation") -> list["SimNode"]:
@@ -87,7 +92,7 @@ class CounterMachine:
         pass
 
     def handle_load_snapshot(self, reader: SnapshotReader) -> None:
-        _refuse_load_on_leader(self.node, reader)
+        _snapshot_loaded(self.node, reader)
         (record,) = list(reader.records())
         self.count, self.applied, self.digest = _STATE.unpack(record.value)
         if self.applied != reader.snapshot_id.end_offset:
@@ -159,7 +164,7 @@ class MetadataMachine(QuorumController):
             sim.observe_image(self.node, self.cache.image)
 
     def handle_load_snapshot(self, reader: SnapshotReader) -> None:
-        _refuse_load_on_leader(self.node, reader)
+        _snapshot_loaded(self.node, reader)
         super().handle_load_snapshot(reader)
         self.node.sim.observe_image(self.node, self.cache.image)
 

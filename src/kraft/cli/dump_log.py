@@ -146,7 +146,7 @@ def _batch_lines(data: memoryview, name: str, print_records: bool, control_recor
                 try:
                     records = batch.records()
                     if h.is_control and records:
-                        control = _control_name(parse_control_key(records[0].key))
+                        control = _control_name(parse_control_key(records[0].key, records[0].offset))
                     lines = [describe_record(r, h) for r in records] if show else []
                 except RecordError as e:
                     problem = str(e)

@@ -11,15 +11,24 @@ from random import Random
 from typing import Any
 
 from kraft.raft import RaftConfig, RaftCore, Reply, Send
-from kraft.storage import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from kraft.storage import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore, SnapshotStore
 
 
 class Cluster:
-    def __init__(self, voters: tuple[int, ...], observers: tuple[int, ...] = (), listeners=None, **config: Any) -> None:
+    def __init__(
+        self,
+        voters: tuple[int, ...],
+        observers: tuple[int, ...] = (),
+        listeners=None,
+        snapshot_stores: Callable[[int], SnapshotStore] | None = None,
+        **config: Any,
+    ) -> None:
+        """`snapshot_stores(node)` gives each node its snapshot store (default: in memory)."""
         self.now = 0
         self.voters = voters
         self.config = config
         self.listeners = listeners or {}
+        self.snapshot_stores = snapshot_stores
         self.cores: dict[int, RaftCore] = {}
         self.queue: deque = deque()
         self.messages = 0
@@ -33,11 +42,11 @@ class Cluster:
         self.drive(lambda: any(c.is_leader and c.high_watermark for c in self.cores.values()))
         self.leader = next(c for c in self.cores.values() if c.is_leader)
 
-    def add(self, node: int, log=None, snapshots=None) -> RaftCore:
+    def add(self, node: int) -> RaftCore:
         config = RaftConfig(node_id=node, voters=self.voters, cluster_id="bench", **self.config)
+        snapshots = self.snapshot_stores(node) if self.snapshot_stores is not None else MemorySnapshotStore()
         self.cores[node] = RaftCore(
-            config, log or MemoryLog(), MemoryQuorumStateStore(), Random(node), self.now,
-            self.listeners.get(node), snapshots if snapshots is not None else MemorySnapshotStore(),
+            config, MemoryLog(), MemoryQuorumStateStore(), Random(node), self.now, self.listeners.get(node), snapshots,
         )
         return self.cores[node]
 

@@ -3,12 +3,15 @@ against a real three-voter cluster on loopback."""
 
 import json
 import shutil
+from dataclasses import replace
 
+import pyarrow as pa
 import pytest
 
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer, ConsumerRecord, TopicPartition
 from kraft.spark import RECORD_SCHEMA
+from kraft.spark.live import DataLossError, OffsetRange, read_range
 from kraft.cli.cluster_client import leader
 from tests.server.cluster_helpers import create_topics, kraft_cli, wait_for
 
@@ -109,14 +112,67 @@ def test_an_unknown_topic_and_a_backwards_range_are_refused(spark, cluster):
         read(spark, cluster, startingOffsets=offsets_json(20), endingOffsets=offsets_json(10)).collect()
 
 
-def stream(spark, cluster, sink, checkpoint, **options):
+def test_a_task_stops_at_a_record_newer_than_the_epoch_its_range_was_planned_in(cluster):
+    """read_range, the function each Spark task runs: a record of an epoch above the
+    range's bound can only have replaced the planned history."""
+    reference = committed(cluster, 40)
+    first_epoch = reference[0].leader_epoch
+    newer = next(r.offset for r in reference if r.leader_epoch > first_epoch)
+    task = OffsetRange(cluster.bootstrap_servers(), TOPIC, 0, 0, None, 40, first_epoch, True)
+    with pytest.raises(DataLossError, match=f"offset {newer} now holds a record of epoch"):
+        list(read_range(task))
+    rows = pa.Table.from_batches(list(read_range(replace(task, fail_on_data_loss=False)))).column("offset")
+    assert rows.to_pylist() == list(range(newer))
+
+
+def test_a_task_whose_start_the_log_no_longer_holds_is_data_loss(cluster):
+    """In the task: LogTruncationError from its consumer (a start past the end of its
+    epoch), and OffsetOutOfRangeError (a start past the log end)."""
+    reference = committed(cluster, 40)
+    first_epoch = reference[0].leader_epoch
+    newer = next(r.offset for r in reference if r.leader_epoch > first_epoch)
+    stale = OffsetRange(cluster.bootstrap_servers(), TOPIC, 0, newer + 3, first_epoch, 40, 100, True)
+    with pytest.raises(DataLossError, match=f"truncated below offset {newer + 3} .first diverging offset {newer}"):
+        list(read_range(stale))
+    assert list(read_range(replace(stale, fail_on_data_loss=False))) == []
+    hw = Consumer(cluster.bootstrap_servers()).end_offsets([TP])[TP].offset
+    gone = OffsetRange(cluster.bootstrap_servers(), TOPIC, 0, hw + 1000, None, hw + 1010, 100, True)
+    with pytest.raises(DataLossError, match=f"offset {hw + 1000} is no longer in the log"):
+        list(read_range(gone))
+
+
+def stream(spark, cluster, sink, checkpoint, where: str = "true", **options):
     """An availableNow query from `cluster` into Parquet at `sink`; returns its progress."""
-    df = (spark.readStream.format("kraft").option("bootstrap.servers", cluster.bootstrap_servers())
-          .option("startingOffsets", "earliest").options(**options).load())
-    query = (df.writeStream.format("parquet").option("path", str(sink)).option("checkpointLocation", str(checkpoint))
-             .trigger(availableNow=True).start())
+    query = start_stream(spark, cluster, sink, checkpoint, where, options).trigger(availableNow=True).start()
     query.awaitTermination()
     return query.recentProgress
+
+
+def start_stream(spark, cluster, sink, checkpoint, where: str, options: dict):
+    df = (spark.readStream.format("kraft").option("bootstrap.servers", cluster.bootstrap_servers())
+          .option("startingOffsets", "earliest").options(**options).load().where(where))
+    return df.writeStream.format("parquet").option("path", str(sink)).option("checkpointLocation", str(checkpoint))
+
+
+def end_of(progress) -> int:
+    end = progress[-1]["sources"][0]["endOffset"]
+    return (json.loads(end) if isinstance(end, str) else end)[TOPIC]["0"]["offset"]
+
+
+def test_a_restart_after_a_failed_micro_batch_writes_each_record_once(spark, cluster, tmp_path):
+    """A micro-batch fails halfway (a task raises at one offset); the restart from the
+    checkpoint reads that batch's range again, and the sink ends with every committed
+    record once: nothing of the failed attempt, no gap."""
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+    hw = Consumer(cluster.bootstrap_servers()).end_offsets([TP])[TP].offset
+    fail_at = 7 * (hw // 14) + 3  # inside a micro-batch of 7, not at its start
+    with pytest.raises(Exception, match=f"injected failure at offset {fail_at}"):
+        stream(spark, cluster, sink, checkpoint, maxOffsetsPerTrigger=7,
+               where=f"assert_true(offset != {fail_at}, 'injected failure at offset {fail_at}') IS NULL")
+    written = sorted(r.offset for r in spark.read.parquet(str(sink)).select("offset").collect())
+    assert written == list(range(fail_at - 3))  # the batches before the failed one, whole
+    end = end_of(stream(spark, cluster, sink, checkpoint, maxOffsetsPerTrigger=7))
+    assert as_rows(spark.read.parquet(str(sink))) == rows_of(committed(cluster, end))
 
 
 def test_a_stream_reads_each_committed_record_once_across_batches_and_restarts(spark, cluster, tmp_path):
@@ -176,3 +232,48 @@ def test_a_stream_across_a_truncation_fails_or_resumes_at_the_divergence(spark, 
     finally:
         cluster.stop()
 
+
+
+def test_a_running_stream_goes_on_from_the_divergence_when_the_cluster_is_restored_under_it(spark, tmp_path):
+    """The query runs on (a trigger every 300 ms) while the cluster is stopped, restored
+    from an older snapshot in a new epoch, and started again. With failOnDataLoss=false its
+    next micro-batch finds its position gone and reads the new history from the
+    divergence: every old offset once, every new one once, nothing between skipped."""
+    cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=0, overrides=SNAPSHOTS)
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+    query = None
+    try:
+        cluster.start()
+        create_topics(cluster, "early", 30)
+        leader_id, _ = leader(cluster)
+        wait_for(lambda: list(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint")), what="a snapshot")
+        snapshot = sorted(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint"))[-1]
+        backup = tmp_path / snapshot.name
+        shutil.copy2(snapshot, backup)
+        snapshot_end = int(snapshot.name.split("-")[0])
+        old_hw = create_topics(cluster, "late", 20)
+        query = start_stream(spark, cluster, sink, checkpoint, "true", {"failOnDataLoss": "false"}).trigger(
+            processingTime="300 milliseconds").start()
+
+        def offsets(epochs: range) -> list[int]:
+            rows = spark.read.schema(RECORD_SCHEMA).parquet(str(sink)).where(f"leaderEpoch >= {epochs.start} and leaderEpoch < {epochs.stop}")
+            return sorted(r.offset for r in rows.select("offset").collect())
+
+        old_epochs = range(0, 100)
+        wait_for(lambda: offsets(old_epochs)[-1:] >= [old_hw - 1], timeout=60, what="the old log read")
+        cluster.stop()
+        for node in cluster.nodes.values():
+            kraft_cli("restore", "--snapshot", str(backup), "--config", str(node.config_path), "--epoch", "100")
+        cluster.start()
+        new_hw = create_topics(cluster, "restored", 3)
+        new_epochs = range(101, 1 << 31)
+        wait_for(lambda: offsets(new_epochs)[-1:] >= [new_hw - 1], timeout=90, what="the new history read")
+        query.stop()
+        assert query.exception() is None
+        old, new = offsets(old_epochs), offsets(new_epochs)
+        assert old == list(range(old[0], old[-1] + 1)) and old[-1] + 1 >= old_hw > snapshot_end
+        assert new == list(range(snapshot_end, new[-1] + 1))
+    finally:
+        if query is not None and query.isActive:
+            query.stop()
+        cluster.stop()

@@ -166,14 +166,17 @@ class _Planner:
 
     def checked(self, tp: TopicPartition, at: OffsetAndEpoch, earliest: OffsetAndEpoch,
                 latest: OffsetAndEpoch) -> OffsetAndEpoch:
-        """`at` if the log still holds its history; else the divergence point (or a failure)."""
+        """`at` if the log still holds its history; else the divergence point, with the
+        leader's epoch there so that the next check starts from it (or a failure)."""
         if at.leader_epoch is not None:
-            diverging = self.consumer.diverging_offset(tp, at.offset, at.leader_epoch)
-            if diverging is not None:
-                where = max(diverging, earliest.offset)
+            try:
+                self.consumer.validate_position(tp, at.offset, at.leader_epoch)
+            except LogTruncationError as e:
+                diverged = e.divergent_offsets[tp]
+                where = diverged if diverged is not None and diverged.offset >= earliest.offset else earliest
                 self.data_loss(f"{tp}: the log no longer holds offset {at.offset} of epoch {at.leader_epoch} "
-                               f"(first diverging offset {diverging})", f"resuming from offset {where}")
-                return OffsetAndEpoch(where, None)
+                               f"(first diverging offset {_offset(diverged)})", f"resuming from offset {where.offset}")
+                return where
         if not earliest.offset <= at.offset <= latest.offset:
             where = min(max(at.offset, earliest.offset), latest.offset)
             self.data_loss(f"{tp}: offset {at.offset} is outside the log [{earliest.offset}, {latest.offset}]",
@@ -222,7 +225,7 @@ def read_range(task: OffsetRange) -> Iterator[pa.RecordBatch]:
                 fetched = consumer.poll_batches(500)
             except LogTruncationError as e:
                 return _lost(task, f"the log was truncated below offset {position} (first diverging offset "
-                             f"{e.divergent_offsets.get(tp)})")
+                             f"{_offset(e.divergent_offsets[tp])})")
             except OffsetOutOfRangeError:
                 return _lost(task, f"offset {position} is no longer in the log")
             if not fetched:
@@ -258,6 +261,11 @@ def _arrow(batches: list, task: OffsetRange) -> Iterator[pa.RecordBatch]:
         keep = len(arrow) - skip - (pc.sum(pc.greater_equal(offsets, task.end)).as_py() or 0)
         if keep:
             yield arrow.slice(skip, keep)
+
+
+def _offset(at: OffsetAndEpoch | None) -> str:
+    """A diverging offset for a message ("unknown" when the leader could not say)."""
+    return str(at.offset) if at is not None else "unknown"
 
 
 def _lost(task: OffsetRange, what: str) -> None:

@@ -12,7 +12,7 @@ its log no longer holds it. Both answers go through one rule (`_holds`, `_diverg
 * otherwise the first offset known to diverge is min(where that epoch ends, position),
   with the leader's epoch there. The consumer never moves forward on such an answer: an
   older epoch ending past the position still means the record before it is not the one
-  we read (Kafka's consumer would carry on there; see docs/design-notes.md).
+  we read (Kafka's consumer, which looks at the end offset only, would read on there).
 
 Then, auto_offset_reset="none": poll() raises LogTruncationError naming each partition and
 that offset, position unchanged; "earliest" / "latest": the position moves back to it,

@@ -139,18 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--replication", action="store_true")
     describe.set_defaults(func=_metadata_quorum)
 
-    NEW_EPOCH_HELP = ("the new epoch: the same on every node and above every epoch a client saw "
+    new_epoch_help = ("the new epoch: the same on every node and above every epoch a client saw "
                       "(required unless this node is the cluster's only voter)")
     restore = sub.add_parser("restore", help="restart a stopped node from a snapshot backup, in a new epoch")
     restore.add_argument("--snapshot", required=True, help="a .checkpoint file (the backup)")
     restore.add_argument("--config", required=True, help="the node's server.properties")
-    restore.add_argument("--epoch", type=int, help=NEW_EPOCH_HELP)
+    restore.add_argument("--epoch", type=int, help=new_epoch_help)
     restore.set_defaults(func=_restore)
 
     recover = sub.add_parser("recover", help="unclean recovery: a stopped node takes a surviving replica's log")
     recover.add_argument("--from", dest="from_dir", required=True, help="the survivor's metadata.log.dir")
     recover.add_argument("--config", required=True, help="the node's server.properties")
-    recover.add_argument("--epoch", type=int, help=NEW_EPOCH_HELP)
+    recover.add_argument("--epoch", type=int, help=new_epoch_help)
     recover.set_defaults(func=_recover)
 
     demo = sub.add_parser("demo", help="show the system doing its work end to end")

@@ -123,7 +123,9 @@ def latency_rows() -> list[dict]:
     directory = Path(tempfile.mkdtemp(dir=Path(__file__).parent / "results", prefix="snapshot-latency-"))
     try:
         machines = {node: KeyValue() for node in VOTERS}
-        cluster = Cluster(VOTERS, listeners=machines, snapshot_stores=lambda node: FileSnapshotStore(directory / f"{node}"))
+        cluster = Cluster(
+            VOTERS, listeners=machines, snapshot_stores=lambda node: FileSnapshotStore(directory / f"{node}")
+        )
         for start in range(0, LATENCY_KEYS, PER_APPEND):
             cluster.commit([SimpleRecord(b"k%07d" % i, LATENCY_VALUE) for i in range(start, start + PER_APPEND)])
         quiet = [commit_latency_ms(cluster) for _ in range(3000)]

@@ -123,4 +123,6 @@ def node():
     return Node()
 
 
-__all__ = ["ElectionState", "Node", "elect", "leader_node", "leader_of_epoch_2", "partition", "records", "follower_batch"]
+__all__ = [
+    "ElectionState", "Node", "elect", "leader_node", "leader_of_epoch_2", "partition", "records", "follower_batch",
+]

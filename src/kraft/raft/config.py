@@ -15,7 +15,7 @@ class RaftConfig:
     retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
     append_linger_ms: int = 0  # controller.quorum.append.linger.ms (Kafka: 25)
     fetch_max_wait_ms: int = 500  # how long a leader parks a Fetch with nothing to return
-    max_batch_bytes: int = 8 * 1024 * 1024
+    max_batch_bytes: int = 8 * 1024 * 1024  # KafkaRaftClient's MAX_BATCH_SIZE_BYTES; one append() must fit
     max_fetch_bytes: int = 8 * 1024 * 1024
     observer_expiry_ms: int = 5 * 60 * 1000  # an observer not heard from this long leaves DescribeQuorum
     # KIP-630 / KIP-876

@@ -230,9 +230,8 @@ class Simulation:
     def _schedule_faults(self) -> None:
         rng, p, mix = self.fault_rng, self.params, self.mix
         net = self.network.faults
-        kinds = {
-            "drop", "delay", "duplicate", "partition", "oneway", "split", "isolate-leader", "crash", "disk-loss", "resign",
-        }
+        episodic_kinds = {"partition", "oneway", "split", "isolate-leader", "crash", "disk-loss", "resign"}
+        kinds = {"drop", "delay", "duplicate"} | episodic_kinds
         active = kinds if mix == "all" else ({mix} & kinds)
         if "drop" in active:
             net.drop = rng.uniform(0.05, 0.3)
@@ -240,7 +239,7 @@ class Simulation:
             net.duplicate = rng.uniform(0.05, 0.3)
         if "delay" in active:
             net.min_delay, net.max_delay = 1, rng.randint(20, 250)
-        episodic = active & {"partition", "oneway", "split", "isolate-leader", "crash", "disk-loss", "resign"}
+        episodic = active & episodic_kinds
         t = rng.randint(200, 800)
         while episodic and t < p.fault_ms:
             kind = rng.choice(sorted(episodic))

@@ -147,6 +147,9 @@ def test_graceful_stop_of_the_leader_hands_over_without_an_election_timeout(tmp_
         assert elapsed < fetch_timeout, f"{elapsed:.2f} s: EndQuorumEpoch should beat the fetch timeout"
         assert f"resigned as leader of epoch {epoch}" in c.nodes[leader_id].log_path.read_text()
         assert f"elected leader of epoch {new_epoch}" in c.nodes[new_leader].log_path.read_text()
+        followers = [n for n in c.nodes.values() if n.node_id != leader_id]
+        assert all("no answer from leader" not in n.log_path.read_text() for n in followers)
+        assert any(f"leader {leader_id} resigned (EndQuorumEpoch)" in n.log_path.read_text() for n in followers)
     finally:
         c.stop()
 

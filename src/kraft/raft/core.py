@@ -152,6 +152,7 @@ class RaftCore:
         self._fetch_deadline = 0
         # (epoch, leader) an observer stopped following when its fetches timed out.
         self._abandoned: tuple[int, int] | None = None
+        self._leader_resigned = False  # the followed leader sent EndQuorumEpoch
         self._votes_granted: set[int] = set()
         self._votes_rejected: set[int] = set()
         self._votes_unreachable: set[int] = set()  # voters whose Vote request failed to be sent
@@ -412,6 +413,7 @@ class RaftCore:
         self._abandoned = None
         self._set_state(Role.FOLLOWER, epoch, leader_id, voted, now)
         self._fetch_deadline = now + self.config.fetch_timeout_ms
+        self._leader_resigned = False  # set by its EndQuorumEpoch: the deadline then comes early
 
     def _become_resigned(self, now: int) -> None:
         assert self._leader is not None
@@ -562,12 +564,16 @@ class RaftCore:
     def _poll_follower(self, now: int) -> None:
         if now >= self._fetch_deadline:
             if self.is_voter:
-                log.info(
-                    "node %d: no answer from leader %s for %d ms; starting an election",
-                    self.node_id,
-                    self.leader_id,
-                    self.config.fetch_timeout_ms,
-                )
+                if self._leader_resigned:
+                    log.info("node %d: leader %s resigned (EndQuorumEpoch); starting an election",
+                             self.node_id, self.leader_id)
+                else:
+                    log.info(
+                        "node %d: no answer from leader %s for %d ms; starting an election",
+                        self.node_id,
+                        self.leader_id,
+                        self.config.fetch_timeout_ms,
+                    )
                 self._become_candidate(now)
             else:
                 assert self.leader_id is not None
@@ -775,6 +781,7 @@ class RaftCore:
                 self.config.election_backoff_max_ms, self.config.retry_backoff_ms * (2**position)
             )
             self._fetch_deadline = min(self._fetch_deadline, now + backoff)
+            self._leader_resigned = True
         self._reply(handle, m.end_quorum_response(ErrorCode.none, self._leader_field(), self.epoch))
 
     def _validate_leader_epoch(self, epoch: int) -> ErrorCode:

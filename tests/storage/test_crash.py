@@ -25,7 +25,7 @@ KILLS = int(os.environ.get("KRAFT_CRASH_KILLS", "200"))
 
 def child(path: Path, writer, seed: int) -> None:
     rng = random.Random(seed)
-    log = FileLog(path, segment_bytes=32 * 1024)
+    log = FileLog(path, segment_bytes=32 * 1024, recovery_point_interval_ms=rng.choice([0, 0, 5, 1000]))
     epoch = log.latest_epoch or 0
     while True:
         epoch += rng.random() < 0.05

@@ -253,6 +253,21 @@ def test_a_flipped_bit_in_the_last_flushed_batch_refuses_to_open(path):
         FileLog(path)
 
 
+def test_with_a_lazy_recovery_point_damage_flushed_since_it_was_written_is_cut(path, caplog):
+    """Kafka's trade (log.flush.offset.checkpoint.interval.ms): one device flush fewer per flush."""
+    log = FileLog(path, recovery_point_interval_ms=60_000)
+    fill(log, batches=3)
+    log.close()  # the recovery point is written on close
+    log = FileLog(path, recovery_point_interval_ms=60_000)
+    fill(log, batches=3, epochs=(2,))
+    assert log.flush() == 18
+    del log
+    flip(path, -1, 70, 0x01)
+    with caplog.at_level(logging.WARNING, "kraft.storage"):
+        log = FileLog(path)
+    assert log.end_offset == 15 and "cut the log" in caplog.text
+
+
 @pytest.mark.parametrize("loss", ["last segment deleted", "last segment cut at a batch boundary", "first segment deleted"])
 def test_fsynced_segments_that_are_missing_or_cut_short_refuse_to_open(path, loss):
     log = FileLog(path, segment_bytes=400)

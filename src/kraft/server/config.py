@@ -119,6 +119,8 @@ SCHEMA: dict[str, tuple[Callable[[str], Any], Any]] = {
     "metadata.log.dir": (_text, None),
     "metadata.log.segment.bytes": (_int(1024, 2**31 - 1), 1024 * 1024 * 1024),  # the .index holds int32 positions
     "metadata.log.segment.ms": (_int(1), 7 * DAY_MS),
+    # Kafka's default is 60000; 0 keeps the recovery point exact (kraft.storage.file_log).
+    "log.flush.offset.checkpoint.interval.ms": (_int(0), 0),
     "controller.quorum.election.timeout.ms": (_int(1), 1000),
     "controller.quorum.fetch.timeout.ms": (_int(1), 2000),
     "controller.quorum.election.backoff.max.ms": (_int(0), 1000),

@@ -147,7 +147,12 @@ class KraftNode:
     async def start(self) -> None:
         c = self.config
         directory = c.log_dir / PARTITION_DIR
-        self.log = FileLog(directory, segment_bytes=c["metadata.log.segment.bytes"], segment_ms=c["metadata.log.segment.ms"])
+        self.log = FileLog(
+            directory,
+            segment_bytes=c["metadata.log.segment.bytes"],
+            segment_ms=c["metadata.log.segment.ms"],
+            recovery_point_interval_ms=c["log.flush.offset.checkpoint.interval.ms"],
+        )
         self.snapshots = FileSnapshotStore(directory)
         self.store = FileQuorumStateStore(directory)
         self.core = RaftCore(

@@ -552,30 +552,30 @@ def test_commits_keep_flowing_while_a_large_snapshot_is_written(tmp_path):
     leader.advance(0)
     leader.flush()
     writer = leader.core.create_snapshot(leader.core.snapshot_id_at(leader.log.end_offset), 0)
-    halfway, committed = threading.Event(), threading.Event()
+    started, committed = threading.Event(), threading.Event()
+    chunks = [0]
 
     def write_big_snapshot():
-        for chunk in range(200):
-            writer.append([(None, b"y" * 1000)] * 500)  # 100 MB in all
-            if chunk == 100:
-                halfway.set()
-                # Stays in the middle of the snapshot until the leader has committed
-                # more; if the snapshot blocked the leader this would time out.
-                committed.wait(timeout=60)
+        # Writes on until the leader has committed, and at least 100 MB in all.
+        while chunks[0] < 200 or not committed.is_set():
+            writer.append([(None, b"y" * 1000)] * 500)
+            chunks[0] += 1
+            started.set()
         writer.freeze()
 
     thread = threading.Thread(target=write_big_snapshot)
     thread.start()
-    assert halfway.wait(timeout=60)
-    start = leader.core.high_watermark
+    assert started.wait(timeout=60)
+    start, chunks_before = leader.core.high_watermark, chunks[0]
     for _ in range(25):
         leader.core.append(records(1), leader.now)
         leader.advance(1)
         leader.flush()
-    commits_during = leader.core.high_watermark - start
+    commits_during, chunks_during = leader.core.high_watermark - start, chunks[0] - chunks_before
     committed.set()
     thread.join()
     assert commits_during == 25, f"only {commits_during} commits while the snapshot was written"
+    assert chunks_during > 0, "the snapshot was not being written while the leader committed"
     assert leader.snapshots.latest() == writer.snapshot_id
     assert leader.core.high_watermark == leader.log.end_offset
 

@@ -23,7 +23,7 @@ from kraft.client import Consumer, LogTruncationError, OffsetOutOfRangeError, To
 from kraft.protocol import ErrorCode
 from kraft.storage import FileLog, FileQuorumStateStore
 from kraft.cli.cluster_client import create_topic, leader
-from tests.server.cluster_helpers import create_topics, kraft_cli, wait_for
+from tests.server.cluster_helpers import back_up_a_snapshot, create_topics, kraft_cli, wait_for
 
 TOPIC = "__cluster_metadata"
 SNAPSHOTS = {"metadata.log.max.record.bytes.between.snapshots": "3000",
@@ -117,19 +117,13 @@ def test_restore_from_a_snapshot_backup_is_detected_by_every_consumer(tmp_path):
     try:
         cluster.start()
         create_topics(cluster, "early", 30)
-        leader_id, _ = leader(cluster)
-        wait_for(lambda: list(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint")), what="a snapshot")
-        backup = tmp_path / "backup"
-        backup.mkdir()
-        latest = sorted(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint"))[-1]
-        shutil.copy2(latest, backup / latest.name)
-        snapshot_end = int(latest.name.split("-")[0])
+        backup, snapshot_end = back_up_a_snapshot(cluster, leader(cluster)[0], tmp_path)
         hw = create_topics(cluster, "late", 20)
         assert hw > snapshot_end
         readers = Readers(cluster, hw)
         cluster.stop()
         for node in cluster.nodes.values():
-            kraft_cli("restore", "--snapshot", str(backup / latest.name), "--config", str(node.config_path), "--epoch", "100")
+            kraft_cli("restore", "--snapshot", str(backup), "--config", str(node.config_path), "--epoch", "100")
         cluster.start()
         assert leader(cluster)[1] >= 101
         create_topics(cluster, "restored", 3)
@@ -152,7 +146,10 @@ def test_unclean_recovery_onto_wiped_disks_from_a_diverged_survivor_is_detected_
     Then the majority's disks are lost (removed, reformatted) and every node takes the
     survivor's log. The consumers read the majority's records; the leader's epochs show
     them diverging at the survivor's log end at the latest (its epoch ends there)."""
-    cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=0)
+    # A fetch timeout well above the 300 ms the survivor's write waits: it must still lead
+    # (check quorum would make it resign) when its write times out, on a loaded machine too.
+    cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=0,
+                           overrides={"controller.quorum.fetch.timeout.ms": "4000"})
     readers = None
     try:
         cluster.start()
@@ -203,10 +200,7 @@ def test_restore_refuses_an_epoch_that_is_not_new(tmp_path):
     try:
         cluster.start()
         create_topics(cluster, "t", 30)
-        wait_for(lambda: list(cluster.nodes[1].partition_dir.glob("*.checkpoint")), what="a snapshot")
-        snapshot = sorted(cluster.nodes[1].partition_dir.glob("*.checkpoint"))[-1]
-        backup = tmp_path / snapshot.name
-        shutil.copy2(snapshot, backup)
+        backup, _ = back_up_a_snapshot(cluster, 1, tmp_path)
         cluster.stop()
         config = str(cluster.nodes[1].config_path)
         out = run_cli("restore", "--snapshot", str(backup), "--config", config, "--epoch", "1")
@@ -228,10 +222,7 @@ def test_without_epoch_a_node_that_cannot_know_the_clients_epochs_refuses(tmp_pa
     try:
         first.start()
         create_topics(first, "t", 30)
-        wait_for(lambda: list(first.nodes[1].partition_dir.glob("*.checkpoint")), what="a snapshot")
-        snapshot = sorted(first.nodes[1].partition_dir.glob("*.checkpoint"))[-1]
-        backup = tmp_path / snapshot.name
-        shutil.copy2(snapshot, backup)
+        backup, _ = back_up_a_snapshot(first, 1, tmp_path)
     finally:
         first.stop()
     fresh = LocalCluster(tmp_path / "three", voters=3, observers=0)  # formatted, never started

@@ -1,8 +1,10 @@
 """Test-only helpers around a LocalCluster (the shared client calls are in kraft.cli.cluster_client)."""
 
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from kraft.cli.cluster_client import create_topic, describe_quorum, leader
 from kraft.cli.local_cluster import LocalCluster
@@ -30,3 +32,14 @@ def kraft_cli(*args: str) -> None:
     """Runs `kraft ARGS` to success."""
     out = subprocess.run([sys.executable, "-m", "kraft.cli", *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+def back_up_a_snapshot(cluster: LocalCluster, node_id: int, directory: Path) -> tuple[Path, int]:
+    """Waits for the node to write a snapshot and copies its latest into `directory`, as a
+    backup would: (the copy, the snapshot's end offset)."""
+    partition = cluster.nodes[node_id].partition_dir
+    wait_for(lambda: list(partition.glob("*.checkpoint")), what=f"a snapshot on node {node_id}")
+    latest = sorted(partition.glob("*.checkpoint"))[-1]  # names are zero-padded: by end offset
+    copy = directory / latest.name
+    shutil.copy2(latest, copy)
+    return copy, int(latest.name.split("-")[0])

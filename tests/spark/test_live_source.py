@@ -2,7 +2,6 @@
 against a real three-voter cluster on loopback."""
 
 import json
-import shutil
 from dataclasses import replace
 
 import pyarrow as pa
@@ -13,7 +12,7 @@ from kraft.client import Consumer, ConsumerRecord, TopicPartition
 from kraft.spark import RECORD_SCHEMA
 from kraft.spark.live import DataLossError, OffsetRange, read_range
 from kraft.cli.cluster_client import leader
-from tests.server.cluster_helpers import create_topics, kraft_cli, wait_for
+from tests.server.cluster_helpers import back_up_a_snapshot, create_topics, kraft_cli, wait_for
 
 TOPIC = "__cluster_metadata"
 TP = TopicPartition(TOPIC, 0)
@@ -200,12 +199,7 @@ def test_a_stream_across_a_truncation_fails_or_resumes_at_the_divergence(spark, 
     try:
         cluster.start()
         create_topics(cluster, "early", 30)
-        leader_id, _ = leader(cluster)
-        wait_for(lambda: list(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint")), what="a snapshot")
-        snapshot = sorted(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint"))[-1]
-        backup = tmp_path / snapshot.name
-        shutil.copy2(snapshot, backup)
-        snapshot_end = int(snapshot.name.split("-")[0])
+        backup, snapshot_end = back_up_a_snapshot(cluster, leader(cluster)[0], tmp_path)
         old_hw = create_topics(cluster, "late", 20)
         stream(spark, cluster, sink, checkpoint)
         old = [r.offset for r in spark.read.parquet(str(sink)).orderBy("offset").collect()]
@@ -245,12 +239,7 @@ def test_a_running_stream_goes_on_from_the_divergence_when_the_cluster_is_restor
     try:
         cluster.start()
         create_topics(cluster, "early", 30)
-        leader_id, _ = leader(cluster)
-        wait_for(lambda: list(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint")), what="a snapshot")
-        snapshot = sorted(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint"))[-1]
-        backup = tmp_path / snapshot.name
-        shutil.copy2(snapshot, backup)
-        snapshot_end = int(snapshot.name.split("-")[0])
+        backup, snapshot_end = back_up_a_snapshot(cluster, leader(cluster)[0], tmp_path)
         old_hw = create_topics(cluster, "late", 20)
         query = start_stream(spark, cluster, sink, checkpoint, "true", {"failOnDataLoss": "false"}).trigger(
             processingTime="300 milliseconds").start()

@@ -1,9 +1,12 @@
-"""Port picking for local clusters: two processes never hand out the same port."""
+"""Local clusters: two processes never hand out the same port, and a failed start leaves no node behind."""
 
+import socket
 import subprocess
 import sys
 
-from kraft.cli.local_cluster import _claim, free_port
+import pytest
+
+from kraft.cli.local_cluster import LocalCluster, _claim, free_port
 
 
 def test_a_port_claimed_here_is_refused_to_another_process_until_this_one_exits():
@@ -16,3 +19,13 @@ def test_a_port_claimed_here_is_refused_to_another_process_until_this_one_exits(
     child_port = int(subprocess.run([sys.executable, "-c", "from kraft.cli.local_cluster import free_port; "
                                      "print(free_port())"], capture_output=True, text=True, check=True).stdout)
     assert _claim(child_port)
+
+
+def test_a_node_that_fails_to_start_takes_the_nodes_started_with_it_down(tmp_path):
+    cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=0)
+    with socket.socket() as holder:  # node 2's client port is taken: it cannot start
+        holder.bind(("127.0.0.1", cluster.nodes[2].client_port))
+        holder.listen()
+        with pytest.raises(RuntimeError, match="node 2 exited"):
+            cluster.start()
+    assert not any(node.running for node in cluster.nodes.values()), "a node was left running"

@@ -177,21 +177,32 @@ class LocalCluster:
             format_storage(node.data_dir, self.cluster_id, node.node_id)
 
     def start(self, node_id: int | None = None, wait: bool = True) -> None:
-        for node in self._select(node_id):
-            if node.running:
-                continue
-            log = open(node.log_path, "ab")
-            node.process = subprocess.Popen(
-                [sys.executable, "-m", "kraft.cli", "server", "start", str(node.config_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            node.starts += 1
-            log.close()
-        if wait:
+        """Starts the selected nodes that are not running and, with `wait`, waits until they
+        listen. If one fails to start (or the wait is interrupted), the nodes this call
+        started are killed again before the error goes on: nodes run in sessions of their
+        own, and a caller that never got a cluster would never stop them."""
+        started: list[LocalNode] = []
+        try:
             for node in self._select(node_id):
-                self.wait_listening(node.node_id)
+                if node.running:
+                    continue
+                log = open(node.log_path, "ab")
+                node.process = subprocess.Popen(
+                    [sys.executable, "-m", "kraft.cli", "server", "start", str(node.config_path)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                node.starts += 1
+                started.append(node)
+                log.close()
+            if wait:
+                for node in self._select(node_id):
+                    self.wait_listening(node.node_id)
+        except BaseException:
+            for node in started:
+                self.kill(node.node_id)
+            raise
 
     def wait_listening(self, node_id: int, timeout: float = 30.0) -> None:
         node = self.nodes[node_id]

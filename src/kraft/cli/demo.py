@@ -13,15 +13,14 @@ Spark reads the live log over Kafka's protocol and a stopped node's files as the
 
 import shutil
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 from rich.table import Table
 
-from kraft.cli.cluster_client import UNREACHABLE, request, run_async
+from kraft.cli.cluster_client import UNREACHABLE, request, run_async, scrape
 from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol.build import build_request
 
@@ -37,19 +36,11 @@ TIME_BUDGET_S = 120  # issue 8: the demo finishes in under two minutes
 console = Console(highlight=False)
 
 
-def scrape(cluster: LocalCluster, node_id: int) -> dict[str, str]:
-    """The node's Prometheus samples, name -> value (labels kept in the name)."""
-    url = f"http://127.0.0.1:{cluster.nodes[node_id].metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as response:
-        lines = response.read().decode().splitlines()
-    return dict(line.rsplit(" ", 1) for line in lines if line and not line.startswith("#"))
+def value(samples: dict[str, float], name: str) -> float:
+    return samples.get(name, float("nan"))
 
 
-def value(samples: dict[str, str], name: str) -> float:
-    return float(samples.get(name, "nan"))
-
-
-def image(samples: dict[str, str]) -> tuple[str, str]:
+def image(samples: dict[str, float]) -> tuple[str, str]:
     for key in samples:
         if key.startswith("kraft_metadata_image_info{"):
             labels = dict(part.split("=", 1) for part in key[len("kraft_metadata_image_info{") : -1].split(","))
@@ -208,8 +199,10 @@ def steps(directory: Path) -> bool:
         console.rule("[bold]4. A fresh observer catches up by FetchSnapshot")
         size = value(scrape(cluster, leader), "kraft_snapshot_size_bytes")
         cluster.start(OBSERVER, wait=False)
+        # No rate column: the bar starts with the observer's process, so a rate would count its
+        # start-up too (bench/cluster_bench.py measures the transfer).
         with Progress(TextColumn("observer fetching the snapshot"), BarColumn(), DownloadColumn(),
-                      TransferSpeedColumn(), console=console) as progress:
+                      console=console) as progress:
             task = progress.add_task("fetch", total=size)
 
             def loaded() -> bool:

@@ -46,8 +46,8 @@ $(BENCH_INSTALLED): $(INSTALLED)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS),bench]'
 	touch $@
 
-# The C record codec is rebuilt in place whenever its source changes.
-$(CODEC): $(INSTALLED) src/kraft/records/_codec.c
+# The C extensions (record codec, metadata record reader) are rebuilt in place whenever a source changes.
+$(CODEC): $(INSTALLED) src/kraft/records/_codec.c src/kraft/metadata/_fields.c
 	$(PY) setup.py -q build_ext --inplace
 	touch $@
 

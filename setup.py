@@ -1,13 +1,13 @@
-"""Only the compiled record codec lives here; all metadata is in pyproject.toml."""
+"""Only the compiled extensions live here (the record codec, the metadata record reader); all
+metadata is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
+FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"]
+
 setup(
     ext_modules=[
-        Extension(
-            "kraft.records._codec",
-            sources=["src/kraft/records/_codec.c"],
-            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration"],
-        )
+        Extension("kraft.records._codec", sources=["src/kraft/records/_codec.c"], extra_compile_args=FLAGS),
+        Extension("kraft.metadata._fields", sources=["src/kraft/metadata/_fields.c"], extra_compile_args=FLAGS),
     ]
 )

@@ -79,6 +79,18 @@ class _TopicChange:
         self.dirty: set[int] = set()
 
 
+class _ConfigChange:
+    """A resource's configs being changed by the delta: a copy of the image's, made once, and
+    the image's own (a change to a key the image holds is a changed snapshot record)."""
+
+    __slots__ = ("resource", "entries", "base")
+
+    def __init__(self, resource: ConfigResource, base: immutables.Map) -> None:
+        self.resource = resource
+        self.entries = dict(base)
+        self.base = base
+
+
 def _registration(
     replicas: tuple[int, ...],
     isr: tuple[int, ...],
@@ -136,7 +148,7 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerRegistration | None] = {}
         self._topics: dict[bytes, _TopicChange | None] = {}  # None: removed
         self._names: dict[str, bytes | None] = {}  # topic names created (id) or removed (None)
-        self._configs: dict[ConfigResource, dict[str, str]] = {}  # whole new configs per resource
+        self._configs: dict[ConfigResource, _ConfigChange] = {}  # whole new configs per resource
         self._next_producer_id: int | None = None
 
     # Reads through the delta.
@@ -342,30 +354,36 @@ class MetadataDelta:
         else:  # created by this same batch: as if it never was
             del self._topics[r.topic_id]
         self._names[change.name] = None
-        resource = ConfigResource(ConfigResourceType.TOPIC, change.name)
-        for key in list(self._configs_for_write(resource)):
-            self._set_config(resource, key, None)
+        configs = self._config_for_write(ConfigResource(ConfigResourceType.TOPIC, change.name))
+        for key in list(configs.entries):
+            self._set_config(configs, key, None)
 
-    def _configs_for_write(self, resource: ConfigResource) -> dict[str, str]:
-        entries = self._configs.get(resource)
-        if entries is None:
-            entries = self._configs[resource] = dict(self.image.configs.get(resource, _EMPTY))
-        return entries
+    def _config_for_write(self, resource: ConfigResource) -> _ConfigChange:
+        configs = self._configs.get(resource)
+        if configs is None:
+            configs = self._configs[resource] = _ConfigChange(resource, self.image.configs.get(resource, _EMPTY))
+        return configs
 
-    def _set_config(self, resource: ConfigResource, key: str, value: str | None) -> None:
-        entries = self._configs_for_write(resource)
-        if key in self.image.configs.get(resource, _EMPTY):
+    def _set_config(self, configs: _ConfigChange, key: str, value: str | None) -> None:
+        if key in configs.base:
+            resource = configs.resource
             self.changed.add(("config", resource.type, resource.name, key))
         if value is None:
-            entries.pop(key, None)
+            configs.entries.pop(key, None)
         else:
-            entries[key] = value
+            configs.entries[key] = value
 
     def _config(self, r: ConfigRecord) -> None:
-        kind = _RESOURCE_TYPES.get(r.resource_type)  # not ConfigResourceType(): 10x the cost
-        if kind is None:
-            raise InvalidRecordError(f"ConfigRecord: unknown resource type {r.resource_type}")
-        self._set_config(ConfigResource(kind, r.resource_name), r.name, r.value)
+        # A ConfigResource equals (and hashes as) the plain tuple of its int type and name, so
+        # a resource this batch already changed is found without making one: the cluster's
+        # write load is a stream of ConfigRecords, most of them for the same few resources.
+        configs = self._configs.get((r.resource_type, r.resource_name))
+        if configs is None:
+            kind = _RESOURCE_TYPES.get(r.resource_type)  # not ConfigResourceType(): 10x the cost
+            if kind is None:
+                raise InvalidRecordError(f"ConfigRecord: unknown resource type {r.resource_type}")
+            configs = self._config_for_write(ConfigResource(kind, r.resource_name))
+        self._set_config(configs, r.name, r.value)
 
     def _feature_level(self, r: FeatureLevelRecord) -> None:
         if r.name in self.image.features:
@@ -398,14 +416,17 @@ class MetadataDelta:
 
     def replay(self, record: MetadataRecord) -> None:
         """Applies one record to the delta; InvalidRecordError if it contradicts the image."""
-        handler = self._HANDLERS.get(type(record))
-        if handler is None:
-            raise InvalidRecordError(f"not a metadata record: {record!r}")
-        handler(self, record)
+        self.replay_all((record,))
 
     def replay_all(self, records: Iterable[MetadataRecord]) -> "MetadataDelta":
+        """Applies records in order. The dispatch is inline, not a replay() per record: this
+        loop runs for every committed record on every replica."""
+        handlers = self._HANDLERS
         for record in records:
-            self.replay(record)
+            handler = handlers.get(type(record))
+            if handler is None:
+                raise InvalidRecordError(f"not a metadata record: {record!r}")
+            handler(self, record)
         return self
 
     # The next image.
@@ -416,7 +437,7 @@ class MetadataDelta:
         by_id, by_name, isrs = self._apply_topics()
         configs = _merged(
             image.configs,
-            {res: (immutables.Map(entries) if entries else None) for res, entries in self._configs.items()},
+            {res: (immutables.Map(c.entries) if c.entries else None) for res, c in self._configs.items()},
         )
         return MetadataImage(
             offset=offset,

@@ -18,10 +18,12 @@ plus one, 0 for null) and every struct ends with a tagged-field section. Tagged 
 written only when they differ from their default; on read, tags this build does not know
 are skipped, so records from newer writers still load.
 
-Per version, a schema is compiled once into a list of steps. Runs of fixed-width fields
-(int32, int64, uuid...) become a single `struct.Struct`, so a PartitionRecord decodes in
-seven steps rather than fourteen field visits: loading a million-partition snapshot is
-dominated by this loop.
+Per version, a schema is compiled once, both ways. The reader is a plan (each field's slot,
+layout and nullability, the known tags, the defaults) that a small interpreter in C runs
+(`_fields.c`): every replica decodes every committed record, and a snapshot load decodes a
+million, so reading is a node's hottest metadata code. The writer stays in Python, where a
+value its field cannot hold must be reported by name: runs of fixed-width fields (int32,
+int64, uuid...) are packed by a single `struct.Struct`.
 """
 
 import dataclasses
@@ -30,12 +32,13 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
+from kraft.metadata import _fields
 from kraft.records.control import uvarint as encode_uvarint
 
 ZERO_UUID = bytes(16)
 
-Reader = Callable[[bytes, int], tuple[Any, int]]
 Writer = Callable[[Any, list], None]
+Layout = str | tuple[str, "str | _fields.Plan"]  # how _fields.Plan takes a field's type
 
 _VARINT_BYTES = [bytes([i]) for i in range(128)]
 
@@ -45,24 +48,6 @@ def uvarint(n: int) -> bytes:
     return _VARINT_BYTES[n] if n < 128 else encode_uvarint(n)
 
 
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint of at most 5 bytes (an unsigned 32-bit value); IndexError if cut."""
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    result = b & 0x7F
-    shift = 7
-    while True:
-        pos += 1
-        b = buf[pos]
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos + 1
-        shift += 7
-        if shift > 28:
-            raise ValueError(f"varint longer than 5 bytes at byte {pos}")
-
-
 class WireType:
     """How one field type is laid out in flexible versions."""
 
@@ -70,7 +55,8 @@ class WireType:
     default: Any
     code: str | None = None  # struct format of a fixed-width type, None for variable width
 
-    def reader(self, version: int, nullable: bool) -> Reader:
+    def layout(self, version: int) -> Layout:
+        """The type as the C reader's plan names it: a kind ("int32", "string"...) or an array."""
         raise NotImplementedError
 
     def writer(self, version: int, nullable: bool) -> Writer:
@@ -87,13 +73,8 @@ class _Fixed(WireType):
         self.default = default
         self._struct = struct.Struct(">" + code)
 
-    def reader(self, version: int, nullable: bool) -> Reader:
-        unpack, size = self._struct.unpack_from, self._struct.size
-
-        def read(buf: bytes, pos: int) -> tuple[Any, int]:
-            return unpack(buf, pos)[0], pos + size
-
-        return read
+    def layout(self, version: int) -> Layout:
+        return self.name
 
     def writer(self, version: int, nullable: bool) -> Writer:
         pack = self._struct.pack
@@ -120,12 +101,6 @@ def _out_of_range(wire_type: WireType, error: Exception) -> str:
     return str(error)
 
 
-def _read_null(nullable: bool, what: str, pos: int) -> tuple[None, int]:
-    if not nullable:
-        raise ValueError(f"null {what} at byte {pos} where the schema does not allow null")
-    return None, pos
-
-
 def _write_null(nullable: bool, what: str) -> bytes:
     if not nullable:
         raise ValueError(f"None for a non-nullable {what}")
@@ -137,17 +112,8 @@ class _String(WireType):
     default = ""
     max_bytes = 0x7FFF  # Kafka's limit for a string field
 
-    def reader(self, version: int, nullable: bool) -> Reader:
-        def read(buf: bytes, pos: int) -> tuple[str | None, int]:
-            n, pos = read_uvarint(buf, pos)
-            if n == 0:
-                return _read_null(nullable, "string", pos)
-            end = pos + n - 1
-            if end > len(buf):
-                raise ValueError(f"string of {n - 1} bytes runs past the end at byte {pos}")
-            return buf[pos:end].decode(), end
-
-        return read
+    def layout(self, version: int) -> Layout:
+        return "string"  # read without the write limit: a longer string from elsewhere still loads
 
     def writer(self, version: int, nullable: bool) -> Writer:
         max_bytes = self.max_bytes
@@ -177,49 +143,28 @@ class ArrayOf(WireType):
         self.element = element
         self.name = f"[]{getattr(element, '__name__', element)}"
 
-    def _items(self, version: int) -> tuple[Callable[[bytes, int, int], tuple[tuple, int]], Writer]:
-        """Reads and writes n elements at once: one struct call for int32s, a loop otherwise."""
+    def _write_items(self, version: int) -> Writer:
+        """Writes the elements: one struct call for int32s, a loop otherwise."""
         element = self.element
         if isinstance(element, type):
-            schema: Schema = element.__schema__
-            return _repeat(schema.reader(version), schema.writer(version))
+            return _repeat(element.__schema__.writer(version))
         if element is UUID:
-            return _read_uuids, _write_uuids
+            return _write_uuids
         code = element.code
-        formats: dict[int, struct.Struct] = {}  # replica lists are short: one Struct per length
-
-        def read_items(buf: bytes, pos: int, n: int) -> tuple[tuple, int]:
-            fmt = formats.get(n)
-            if fmt is None:
-                fmt = struct.Struct(f">{n}{code}")
-                if n <= 64:
-                    formats[n] = fmt
-            return fmt.unpack_from(buf, pos), pos + fmt.size
 
         def write_items(items: tuple, out: list) -> None:
             out.append(struct.pack(f">{len(items)}{code}", *items))
 
-        return read_items, write_items
+        return write_items
 
-    def reader(self, version: int, nullable: bool) -> Reader:
-        read_items, _ = self._items(version)
-
-        def read(buf: bytes, pos: int) -> tuple[tuple | None, int]:
-            n = buf[pos]
-            if n < 0x80:  # fewer than 127 elements: the length is one byte
-                pos += 1
-            else:
-                n, pos = read_uvarint(buf, pos)
-            if n == 0:
-                return _read_null(nullable, "array", pos)
-            if n - 1 > len(buf) - pos:  # every element takes at least a byte
-                raise ValueError(f"array of {n - 1} elements cannot fit in {len(buf) - pos} bytes")
-            return read_items(buf, pos, n - 1)
-
-        return read
+    def layout(self, version: int) -> Layout:
+        element = self.element
+        if isinstance(element, type):
+            return "array", element.__schema__.plan(version)
+        return "array", element.name
 
     def writer(self, version: int, nullable: bool) -> Writer:
-        _, write_items = self._items(version)
+        write_items = self._write_items(version)
 
         def write(items: tuple | None, out: list) -> None:
             if items is None:
@@ -231,13 +176,6 @@ class ArrayOf(WireType):
         return write
 
 
-def _read_uuids(buf: bytes, pos: int, n: int) -> tuple[tuple, int]:
-    end = pos + 16 * n
-    if end > len(buf):
-        raise ValueError(f"{n} UUIDs run past the end at byte {pos}")
-    return tuple(buf[i : i + 16] for i in range(pos, end, 16)), end
-
-
 def _write_uuids(items: tuple, out: list) -> None:
     for u in items:
         if len(u) != 16:
@@ -245,19 +183,12 @@ def _write_uuids(items: tuple, out: list) -> None:
         out.append(u)
 
 
-def _repeat(read_one: Reader, write_one: Writer) -> tuple[Callable, Writer]:
-    def read_items(buf: bytes, pos: int, n: int) -> tuple[tuple, int]:
-        items = []
-        for _ in range(n):
-            item, pos = read_one(buf, pos)
-            items.append(item)
-        return tuple(items), pos
-
+def _repeat(write_one: Writer) -> Writer:
     def write_items(items: tuple, out: list) -> None:
         for item in items:
             write_one(item, out)
 
-    return read_items, write_items
+    return write_items
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -289,41 +220,23 @@ def _tuple_getter(names: list[str]) -> Callable[[Any], tuple]:
     return attrgetter(*names)
 
 
-def _string_lines(var: str, nullable: bool) -> list[str]:
-    """Source lines that read a compact string into `var` (what _String.reader does)."""
-    return [
-        "    n = buf[pos]",
-        "    if n < 0x80:",
-        "        pos += 1",
-        "    else:",
-        "        n, pos = read_uvarint(buf, pos)",
-        "    if n == 0:",
-        f"        {var}, pos = _read_null({nullable}, 'string', pos)",
-        "    else:",
-        "        end = pos + n - 1",
-        "        if end > len(buf):",
-        "            raise ValueError(f'string of {n - 1} bytes runs past the end at byte {pos}')",
-        f"        {var} = buf[pos:end].decode()",
-        "        pos = end",
-    ]
-
-
 class Schema:
-    """A message class's fields in wire order, compiled per version into a reader and a writer."""
+    """A message class's fields in wire order, compiled per version into a reader's plan and a writer."""
 
     def __init__(self, cls: type, api_key: int | None, versions: tuple[int, int]) -> None:
         self.cls = cls
         self.api_key = api_key
         self.versions = versions
         self.fields = [(f.name, f.metadata["wire"], f.default) for f in dataclasses.fields(cls)]
-        self._readers: dict[int, Reader] = {}
+        self._plans: dict[int, _fields.Plan] = {}
         self._writers: dict[int, Writer] = {}
 
-    def reader(self, version: int) -> Reader:
-        r = self._readers.get(version)
-        if r is None:
-            r = self._readers[version] = self._compile_reader(version)
-        return r
+    def plan(self, version: int) -> _fields.Plan:
+        """What the C reader runs to read this version (kraft.metadata.serde's Decoder)."""
+        p = self._plans.get(version)
+        if p is None:
+            p = self._plans[version] = self._compile_plan(version)
+        return p
 
     def writer(self, version: int) -> Writer:
         w = self._writers.get(version)
@@ -347,7 +260,7 @@ class Schema:
                 return f"{name}: {_out_of_range(wf.type, e)}"
         return None
 
-    def _plan(self, version: int) -> tuple[list, list]:
+    def _writer_steps(self, version: int) -> tuple[list, list]:
         """Untagged steps in wire order (fixed-width runs merged) and tagged fields by tag."""
         steps: list[tuple[struct.Struct | None, Any, Any]] = []
         tagged: list[tuple[int, int, WireField]] = []
@@ -373,92 +286,27 @@ class Schema:
         tagged.sort()
         return steps, tagged
 
-    def _compile_reader(self, version: int) -> Reader:
-        """A reader made for this version: Python source with one statement per step,
-        strings inline and the usual empty tagged section as a one-byte check, compiled
-        once. Followers decode every committed record, so this loop is a node's hottest
-        code under write load (a ConfigRecord: 3.9 us with a generic loop over steps)."""
-        steps, tagged_fields = self._plan(version)
-        env: dict[str, Any] = {
-            "cls": self.cls,
-            "read_uvarint": read_uvarint,
-            "read_tagged": self._tagged_reader(version, tagged_fields),
-            "_read_null": _read_null,
-            "len": len,
-        }
-        present = set()
-        lines = ["def read(buf, pos):"]
-        for k, (fmt, where, wf) in enumerate(steps):
-            if fmt is not None:
-                env[f"unpack{k}"] = fmt.unpack_from
-                names = "".join(f"v{i}, " for i in where)
-                lines += [f"    {names}= unpack{k}(buf, pos)", f"    pos += {fmt.size}"]
-                present.update(where)
-            elif wf.type is STRING:
-                lines += _string_lines(f"v{where}", wf.nullable)
-                present.add(where)
+    def _compile_plan(self, version: int) -> _fields.Plan:
+        """The untagged fields in wire order, the tagged ones this version knows, and a
+        default for every slot no untagged field fills (tagged, or newer than `version`).
+        Each field is named by its slot (the member descriptor of the slotted class): the
+        reader stores straight into it, as a frozen dataclass's __init__ would."""
+        slots = self.cls.__dict__
+        fields, tagged, defaults = [], [], []
+        for name, wf, default in self.fields:
+            if wf.since > version or wf.tag is not None:
+                defaults.append((slots[name], default))
+            if wf.since > version:
+                continue
+            step = (slots[name], wf.type.layout(version), wf.nullable)
+            if wf.tag is None:
+                fields.append(step)
             else:
-                env[f"read{k}"] = wf.type.reader(version, wf.nullable)
-                lines.append(f"    v{where}, pos = read{k}(buf, pos)")
-                present.add(where)
-        values = []
-        for i, (_, _, default) in enumerate(self.fields):
-            if i in present:
-                values.append(f"v{i}")
-            else:  # tagged, or not in this version: its default unless a tag sets it
-                env[f"d{i}"] = default
-                values.append(f"d{i}")
-        if tagged_fields:
-            lines += ["    values = [" + ", ".join(values) + "]", "    pos = read_tagged(buf, pos, values)",
-                      "    return cls(*values), pos"]
-        else:
-            make = self._constructor(env, values)
-            lines += ["    if buf[pos] == 0:", "        pos += 1", "    else:", "        pos = read_tagged(buf, pos, None)",
-                      *make, "    return o, pos"]
-        exec(compile("\n".join(lines), f"<{self.cls.__name__} v{version} reader>", "exec"), env)  # noqa: S102
-        return env["read"]
-
-    def _constructor(self, env: dict[str, Any], values: list[str]) -> list[str]:
-        """Source lines that build the message `o` from `values`. A frozen dataclass's
-        __init__ sets each field through object.__setattr__ (1.1 us for a ConfigRecord);
-        setting the slots directly gives the same object in half the time. Classes with a
-        __post_init__ or without slots are built through __init__."""
-        cls = self.cls
-        names = [name for name, _, _ in self.fields]
-        if "__slots__" not in cls.__dict__ or hasattr(cls, "__post_init__"):
-            return ["    o = cls(" + ", ".join(values) + ")"]
-        env["new"] = object.__new__
-        lines = ["    o = new(cls)"]
-        for i, (name, value) in enumerate(zip(names, values, strict=True)):
-            env[f"set{i}"] = cls.__dict__[name].__set__
-            lines.append(f"    set{i}(o, {value})")
-        return lines
-
-    def _tagged_reader(self, version: int, tagged_fields: list) -> Callable[[bytes, int, list | None], int]:
-        """Reads a tagged-field section into `values`; tags this build does not know are skipped."""
-        tagged = {tag: (i, wf.type.reader(version, wf.nullable)) for tag, i, wf in tagged_fields}
-
-        def read_tagged(buf: bytes, pos: int, values: list | None) -> int:
-            count, pos = read_uvarint(buf, pos)
-            for _ in range(count):
-                tag, pos = read_uvarint(buf, pos)
-                size, pos = read_uvarint(buf, pos)
-                end = pos + size
-                if end > len(buf):
-                    raise ValueError(f"tagged field {tag} of {size} bytes runs past the end at byte {pos}")
-                known = tagged.get(tag)
-                if known is not None and values is not None:
-                    i, read_field = known
-                    values[i], at = read_field(buf[:end], pos)
-                    if at != end:
-                        raise ValueError(f"tagged field {tag} declares {size} bytes but holds {at - pos}")
-                pos = end
-            return pos
-
-        return read_tagged
+                tagged.append((wf.tag, step))
+        return _fields.Plan(self.cls, fields, tagged, defaults)
 
     def _compile_writer(self, version: int) -> Writer:
-        steps, tagged_fields = self._plan(version)
+        steps, tagged_fields = self._writer_steps(version)
         names = [name for name, _, _ in self.fields]
         write_steps = []
         for fmt, where, wf in steps:

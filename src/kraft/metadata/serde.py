@@ -9,35 +9,25 @@ type cannot hold raises RecordEncodeError naming the record and the field.
 """
 
 import struct
+from collections.abc import Callable
 
+from kraft.metadata import _fields
 from kraft.metadata.errors import MetadataRecordError, RecordEncodeError
 from kraft.metadata.records import RECORD_TYPES, MetadataRecord
-from kraft.metadata.schema import Reader, Schema, read_uvarint, uvarint
+from kraft.metadata.schema import Schema, uvarint
 
 FRAME_VERSION = 1
 
-_BY_KEY: dict[int, Schema] = {cls.__schema__.api_key: cls.__schema__ for cls in RECORD_TYPES}
 _HEADERS: dict[tuple[int, int], bytes] = {}
 
-
-def _reader(api_key: int, version: int) -> Reader:
-    schema = _BY_KEY.get(api_key)
-    if schema is None:
-        raise MetadataRecordError(f"unknown metadata record API key {api_key}")
+def _read_plans(cls: type) -> tuple:
+    """What the Decoder needs of a record type: API key, name, versions and a plan for each."""
+    schema: Schema = cls.__schema__  # type: ignore[attr-defined]
     low, high = schema.versions
-    if not low <= version <= high:
-        raise MetadataRecordError(
-            f"{schema.cls.__name__} version {version} is not supported (this build reads {low}-{high})"
-        )
-    return schema.reader(version)
+    return schema.api_key, cls.__name__, low, high, tuple(schema.plan(v) for v in range(low, high + 1))
 
 
-_READERS: dict[bytes, Reader] = {
-    bytes([FRAME_VERSION, key, version]): schema.reader(version)
-    for key, schema in _BY_KEY.items()
-    for version in range(schema.versions[0], schema.versions[1] + 1)
-}
-
+_DECODER = _fields.Decoder(MetadataRecordError, FRAME_VERSION, [_read_plans(cls) for cls in RECORD_TYPES])
 
 def encode_record(record: MetadataRecord, version: int | None = None) -> bytes:
     """The framed value of `record`, at `version` (default: the lowest, which kraft writes)."""
@@ -57,25 +47,8 @@ def encode_record(record: MetadataRecord, version: int | None = None) -> bytes:
     return b"".join(out)
 
 
-def decode_record(value: bytes | None) -> MetadataRecord:
-    """Decodes one framed metadata record value."""
-    if not value:
-        raise MetadataRecordError("metadata record without a value")
-    try:
-        read = _READERS.get(value[:3])  # the usual header: three one-byte varints
-        if read is not None:
-            record, pos = read(value, 3)
-        else:
-            frame, pos = read_uvarint(value, 0)
-            if frame != FRAME_VERSION:
-                raise MetadataRecordError(f"unknown metadata record frame version {frame}")
-            api_key, pos = read_uvarint(value, pos)
-            version, pos = read_uvarint(value, pos)
-            record, pos = _reader(api_key, version)(value, pos)
-    except (IndexError, struct.error) as e:
-        raise MetadataRecordError(f"metadata record value of {len(value)} bytes ends early ({e})") from None
-    except ValueError as e:  # includes UnicodeDecodeError
-        raise MetadataRecordError(f"metadata record value does not decode: {e}") from None
-    if pos != len(value):
-        raise MetadataRecordError(f"{type(record).__name__} has {len(value) - pos} trailing bytes")
-    return record
+decode_record: Callable[[bytes | None], MetadataRecord] = _DECODER.decode
+"""Decodes one framed metadata record value (bytes-like). A value that is missing, cut short,
+malformed or followed by trailing bytes, or whose frame version, API key or version this
+build does not know, raises MetadataRecordError naming the record type, field and byte.
+It is the C reader's method itself, not a wrapper: every replica calls it per record."""

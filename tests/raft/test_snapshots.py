@@ -462,13 +462,20 @@ def test_snapshots_below_the_start_are_deleted():
     assert leader.log.start_offset == 7 and leader.snapshots.list() == [SnapshotId(7, 1)]
 
 
-def test_followers_follow_the_leaders_start_with_a_local_snapshot_at_or_below_it():
-    follower = follower_of(cleanup_interval_ms=1)
+def follower_with_nine_records(**config):
+    """A follower holding offsets 0-8 in four epoch-1 batches, all committed (the leader
+    says high watermark 9, log start 0)."""
+    follower = follower_of(**config)
     for base, n in ((0, 3), (3, 2), (5, 2), (7, 2)):
         follower.log.append_as_follower(follower_batch(n, 1, base))
     follower.log.flush()
     follower.advance(1)
     answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=9, log_start_offset=0))
+    return follower
+
+
+def test_followers_follow_the_leaders_start_with_a_local_snapshot_at_or_below_it():
+    follower = follower_with_nine_records(cleanup_interval_ms=1)
     for end in (3, 7):
         take_snapshot(follower, end)
     follower.advance(1)
@@ -505,12 +512,7 @@ def test_retention_by_time_always_keeps_the_latest_snapshot():
 def test_retention_cleans_followers_too():
     """Kafka cleans in every replica's poll loop: a follower whose leader keeps its whole log
     still drops what retention allows."""
-    follower = follower_of(cleanup_interval_ms=1, max_retention_bytes=1)
-    for base, n in ((0, 3), (3, 2), (5, 2), (7, 2)):
-        follower.log.append_as_follower(follower_batch(n, 1, base))
-    follower.log.flush()
-    follower.advance(1)
-    answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=9, log_start_offset=0))
+    follower = follower_with_nine_records(cleanup_interval_ms=1, max_retention_bytes=1)
     for end in (3, 7):
         take_snapshot(follower, end)
     follower.advance(1)

@@ -2,6 +2,7 @@
 restart from disk, catch-up by snapshot, wrong cluster ids, bad frames, and the
 `kraft cluster up` and `kraft metadata-quorum` commands."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -349,15 +351,25 @@ def node_processes(directory) -> dict[str, int]:
     return found
 
 
-def cluster_up(directory) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "kraft.cli", "cluster", "up", "--voters", "3", "--observers", "1",
-                             "--dir", str(directory)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+@contextlib.contextmanager
+def cluster_up(directory) -> Iterator[subprocess.Popen]:
+    """`kraft cluster up` with three voters and an observer; whatever the test does, no node
+    it started outlives the block."""
+    up = subprocess.Popen([sys.executable, "-m", "kraft.cli", "cluster", "up", "--voters", "3", "--observers", "1",
+                           "--dir", str(directory)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield up
+    finally:
+        for pid in node_processes(directory).values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if up.poll() is None:
+            up.kill()
 
 
 def test_ctrl_c_during_cluster_up_start_up_stops_every_node(tmp_path):
     directory = tmp_path / "cluster"
-    up = cluster_up(directory)
-    try:
+    with cluster_up(directory) as up:
         # Node 1 is held (SIGSTOP) before it can listen, so start-up cannot finish: the Ctrl-C
         # below lands while `cluster up` is still waiting for its nodes.
         deadline = time.monotonic() + 30
@@ -369,16 +381,12 @@ def test_ctrl_c_during_cluster_up_start_up_stops_every_node(tmp_path):
         up.send_signal(signal.SIGINT)
         os.kill(held, signal.SIGCONT)  # lets it take the SIGTERM that `cluster up` sends
         out, err = up.communicate(timeout=60)
-    finally:
-        for pid in node_processes(directory).values():
-            os.kill(pid, signal.SIGKILL)
-        if up.poll() is None:
-            up.kill()
+        left = node_processes(directory)  # before the block's clean-up kills whatever is left
+    assert left == {}
     assert up.returncode == 0, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "Ctrl-C stops the cluster" not in out, "start-up had finished: the test did not interrupt it"
     assert "stopped" in out
-    assert node_processes(directory) == {}
 
 
 def test_cluster_up_stops_the_other_nodes_when_one_fails_to_start(tmp_path):
@@ -386,15 +394,10 @@ def test_cluster_up_stops_the_other_nodes_when_one_fails_to_start(tmp_path):
     broken = directory / "node-2" / "data" / "__cluster_metadata-0" / "quorum-state"
     broken.parent.mkdir(parents=True)
     broken.write_text("not a quorum-state file")
-    up = cluster_up(directory)
-    try:
+    with cluster_up(directory) as up:
         out, err = up.communicate(timeout=60)
-    finally:
-        for pid in node_processes(directory).values():
-            os.kill(pid, signal.SIGKILL)
-        if up.poll() is None:
-            up.kill()
+        left = node_processes(directory)
+    assert left == {}
     assert up.returncode == 1
     assert f"node 2 exited (1); see {directory / 'node-2' / 'server.log'}" in err and "Traceback" not in err, err
     assert "quorum-state" in (directory / "node-2" / "server.log").read_text()
-    assert node_processes(directory) == {}

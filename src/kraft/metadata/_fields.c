@@ -175,36 +175,46 @@ static PyObject *read_fixed(const unsigned char *p, kind_t kind) {
 
 static PyObject *read_struct(reader_t *r, PlanObject *plan, Py_ssize_t *pos, Py_ssize_t end);
 
+/* A compact string's or array's length (varint length + 1, 0 for null). Returns 1 with the
+   length in *n, 0 for a null the field allows, -1 with the error raised. */
+static int read_length(reader_t *r, const PlanObject *plan, const field_t *f, const char *what, Py_ssize_t *pos,
+                       Py_ssize_t end, uint64_t *n) {
+    Py_ssize_t at = *pos;
+    if (field_uvarint(r, plan, f, pos, end, n) < 0) return -1;
+    if (*n > 0) {
+        *n -= 1;
+        return 1;
+    }
+    if (f->nullable) return 0;
+    fail_field(r, plan, f, "null %s at byte %zd where the schema does not allow null", what, at);
+    return -1;
+}
+
 static PyObject *read_string(reader_t *r, const PlanObject *plan, const field_t *f, Py_ssize_t *pos,
                              Py_ssize_t end) {
-    Py_ssize_t at = *pos;
     uint64_t n;
-    if (field_uvarint(r, plan, f, pos, end, &n) < 0) return NULL;
-    if (n == 0) {
-        if (f->nullable) Py_RETURN_NONE;
-        fail_field(r, plan, f, "null string at byte %zd where the schema does not allow null", at);
-        return NULL;
-    }
+    int status = read_length(r, plan, f, "string", pos, end, &n);
+    if (status <= 0) return status == 0 ? Py_NewRef(Py_None) : NULL;
     Py_ssize_t start = *pos;
-    if (n - 1 > (uint64_t)(end - start)) {
+    if (n > (uint64_t)(end - start)) {
         fail_field(r, plan, f, "string of %llu bytes at byte %zd runs past the end (byte %zd)",
-                   (unsigned long long)(n - 1), start, end);
+                   (unsigned long long)n, start, end);
         return NULL;
     }
-    PyObject *s = PyUnicode_DecodeUTF8((const char *)r->buf + start, (Py_ssize_t)(n - 1), NULL);
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)r->buf + start, (Py_ssize_t)n, NULL);
     if (s == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return NULL;
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
         PyErr_NormalizeException(&type, &value, &tb);
         fail_field(r, plan, f, "string of %llu bytes at byte %zd does not decode as UTF-8 (%S)",
-                   (unsigned long long)(n - 1), start, value);
+                   (unsigned long long)n, start, value);
         Py_XDECREF(type);
         Py_XDECREF(value);
         Py_XDECREF(tb);
         return NULL;
     }
-    *pos = start + (Py_ssize_t)(n - 1);
+    *pos = start + (Py_ssize_t)n;
     return s;
 }
 
@@ -212,13 +222,8 @@ static PyObject *read_array(reader_t *r, const PlanObject *plan, const field_t *
                             Py_ssize_t end) {
     Py_ssize_t at = *pos;
     uint64_t n;
-    if (field_uvarint(r, plan, f, pos, end, &n) < 0) return NULL;
-    if (n == 0) {
-        if (f->nullable) Py_RETURN_NONE;
-        fail_field(r, plan, f, "null array at byte %zd where the schema does not allow null", at);
-        return NULL;
-    }
-    n -= 1;
+    int status = read_length(r, plan, f, "array", pos, end, &n);
+    if (status <= 0) return status == 0 ? Py_NewRef(Py_None) : NULL;
     Py_ssize_t p = *pos;
     uint64_t room = (uint64_t)(end - p);
     uint64_t each = f->element == K_STRUCT ? (uint64_t)f->struct_plan->min_size : (uint64_t)f->width;

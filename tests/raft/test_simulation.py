@@ -45,8 +45,9 @@ def test_log_matching_is_checked_as_logs_grow():
     """Two nodes holding the same batch (base offset and epoch) after different histories,
     or different batches under the same base offset and epoch, fail the run."""
 
-    def append(node, base, epoch, value):
-        node.log.append_as_follower(build_batch([(None, value)], base_offset=base, partition_leader_epoch=epoch))
+    def append(node, base, epoch, value):  # a fixed timestamp: equal records make equal batches
+        node.log.append_as_follower(
+            build_batch([(None, value)], base_offset=base, partition_leader_epoch=epoch, timestamp=1))
 
     def check(sim, node):
         sim._check_log_matching(node)

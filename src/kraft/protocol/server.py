@@ -32,6 +32,7 @@ from kio.static.primitive import i16
 
 from kraft.protocol.codec import api_name, decode_request, encode_response, peek_api, response_class
 from kraft.protocol.regions import Segment, encode_response_segments
+from kraft.protocol.tasks import cancel_and_wait
 from kraft.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, read_frame
 
@@ -84,9 +85,7 @@ class KafkaServer:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        await cancel_and_wait(self._connections)
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

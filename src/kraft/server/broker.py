@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.connection import KafkaConnection
+from kraft.protocol.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from kraft.server.node import KraftNode
@@ -40,8 +41,7 @@ class BrokerLifecycle:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait([self._task])
         if self.epoch is not None and not self.node.failure:
             try:
                 await asyncio.wait_for(self._heartbeat(want_shut_down=True), 1.0)

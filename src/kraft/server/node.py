@@ -26,6 +26,7 @@ from typing import Any
 
 from kraft.controller import QuorumController, SnapshotJob
 from kraft.protocol import KafkaServer
+from kraft.protocol.tasks import cancel_and_wait
 from kraft.raft import InvariantViolation, RaftConfig, RaftCore, Reply, Send
 from kraft.raft import messages as m
 from kraft.raft.snapshot_policy import SnapshotPolicy
@@ -217,9 +218,7 @@ class KraftNode:
             if server is not None:
                 await server.close()
         await self.peers.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
         for future in self._replies.values():
             future.cancel()
         self.log.close()

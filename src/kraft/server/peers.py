@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kraft.protocol.connection import KafkaConnection
+from kraft.protocol.tasks import cancel_and_wait
 from kraft.raft import messages as m
 from kraft.server.config import Endpoint
 
@@ -140,8 +141,6 @@ class Peers:
             await asyncio.wait(list(self._tasks), timeout=timeout)
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
         for peer in self._peers.values():
             peer.close()

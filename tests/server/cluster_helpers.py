@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from kraft.cli.cluster_client import create_topic, describe_quorum, leader
+from kraft.cli.cluster_client import create_topic_at_leader, describe_quorum
 from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol import ErrorCode
 
@@ -22,9 +22,9 @@ def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
 
 def create_topics(cluster: LocalCluster, prefix: str, n: int) -> int:
     """n topics through the leader; the high watermark once they are committed."""
-    leader_id, _ = leader(cluster)
     for i in range(n):
-        assert create_topic(cluster.nodes[leader_id].client_port, f"{prefix}-{i}").error_code == ErrorCode.none
+        leader_id, result = create_topic_at_leader(cluster, f"{prefix}-{i}")
+        assert result.error_code == ErrorCode.none
     return describe_quorum(cluster, leader_id).high_watermark
 
 

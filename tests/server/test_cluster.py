@@ -23,7 +23,7 @@ from kraft.raft import messages as m
 from kraft.records import read_batches
 from kraft.storage import FileLog
 
-from kraft.cli.cluster_client import create_topic, describe_quorum, leader, metric
+from kraft.cli.cluster_client import create_topic, create_topic_at_leader, describe_quorum, leader, metric
 
 from .cluster_helpers import wait_for
 
@@ -39,9 +39,9 @@ def cluster(tmp_path):
 def test_a_leader_is_elected_and_everyone_replicates(cluster):
     leader_id, epoch = leader(cluster)
     assert leader_id in cluster.voter_ids and epoch >= 1
-    port = cluster.nodes[leader_id].client_port
     for i in range(5):
-        assert create_topic(port, f"t{i}", 1, 1).error_code == ErrorCode.none
+        leader_id, result = create_topic_at_leader(cluster, f"t{i}")
+        assert result.error_code == ErrorCode.none
 
     def caught_up():
         p = describe_quorum(cluster, leader_id)
@@ -162,8 +162,9 @@ def test_restart_from_disk_keeps_everything(cluster):
         assert create_topic(cluster.nodes[leader_id].client_port, f"keep-{i}").error_code == ErrorCode.none
     cluster.stop()
     cluster.start()
-    leader_id, _ = leader(cluster)
-    assert create_topic(cluster.nodes[leader_id].client_port, "after-restart").error_code == ErrorCode.none
+    # Every node restarts at once, so elections can overlap: whoever leads once it settles.
+    leader_id, result = create_topic_at_leader(cluster, "after-restart")
+    assert result.error_code == ErrorCode.none
     assert describe_quorum(cluster, leader_id).high_watermark > 0
     cluster.stop()  # read the files only once no process has them open
     for node in cluster.nodes.values():
@@ -212,10 +213,9 @@ def test_a_fresh_observer_catches_up_by_snapshot(tmp_path):
     try:
         for voter in c.voter_ids:
             c.start(voter)
-        leader_id, _ = leader(c)
-        port = c.nodes[leader_id].client_port
         for i in range(40):
-            assert create_topic(port, f"snap-{i}", 2, 1).error_code == ErrorCode.none
+            leader_id, result = create_topic_at_leader(c, f"snap-{i}", 2, 1)
+            assert result.error_code == ErrorCode.none
         wait_for(lambda: list(c.nodes[leader_id].partition_dir.glob("*.checkpoint")), what="a snapshot")
         wait_for(lambda: metric(c, leader_id, "kraft_log_start_offset") > 0, what="the leader's log start to move")
         assert metric(c, leader_id, "kraft_snapshot_size_bytes") > 0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kraft.cli.cluster_client import create_topic, describe_quorum, request, run_async
+from kraft.cli.cluster_client import create_topic, request, run_async
 from kraft.cli.local_cluster import LOCAL_DEFAULTS, free_port
 from kraft.protocol import ErrorCode, KafkaServer, decode_response, encode_request, response_class
 from kraft.protocol.connection import KafkaConnection

@@ -74,6 +74,23 @@ def create_topic(port: int, name: str, partitions: int = 1, rf: int = 1, timeout
         time.sleep(0.1)
 
 
+def create_topic_at_leader(cluster: LocalCluster, name: str, partitions: int = 1, rf: int = 1,
+                           timeout: float = 20.0) -> tuple[int, Any]:
+    """(the leader that answered, its CreateTopics result), sent where a Kafka admin client
+    would send it: to the active controller, found again whenever a node answers
+    NOT_CONTROLLER. Leadership can move between finding the leader and asking it, most often
+    while a freshly started quorum settles, so a client pinned to one node is not enough.
+    As with Kafka's admin client, a retry after an operation that lost its leader midway can
+    answer TOPIC_ALREADY_EXISTS: the first attempt's records may have committed after all."""
+    deadline = time.monotonic() + timeout
+    while True:
+        leader_id, _ = leader(cluster, timeout=max(1.0, deadline - time.monotonic()))
+        result = create_topic(cluster.nodes[leader_id].client_port, name, partitions, rf, retry_s=0)
+        if result.error_code not in RETRIABLE or time.monotonic() > deadline:
+            return leader_id, result
+        time.sleep(0.1)
+
+
 def scrape(cluster: LocalCluster, node_id: int) -> dict[str, float]:
     """The node's Prometheus samples at one scrape, name (labels included) -> value."""
     url = f"http://127.0.0.1:{cluster.nodes[node_id].metrics_port}/metrics"

@@ -1,5 +1,7 @@
 """The metadata cache: batches strictly in order, snapshots, reads at an offset, the ratio."""
 
+import gc
+
 import pytest
 
 from kraft.metadata import MetadataCache, MetadataRecordError, NotCaughtUpError, OffsetOrderError
@@ -105,3 +107,30 @@ def test_changed_records_count_modified_and_deleted_snapshot_records_once_and_ne
     assert cache.changed_records == 3 + 11
     cache.snapshot_written(cache.image)
     assert cache.changed_records == 0 and cache.snapshot_records == 11 + 1 + 5 + 1
+
+
+def test_a_batch_applies_with_the_collector_paused_and_leaves_it_as_it_was():
+    batches = [b for data in cluster_with_topics().log for b in read_batches(data)]
+    seen: list[bool] = []
+
+    def watched(records):
+        for r in records:
+            seen.append(gc.isenabled())
+            yield r
+
+    cache = MetadataCache()
+    first, second = batches[0], batches[1]
+    cache.apply_batch(watched(first.records()), base_offset=0, last_offset=first.header.last_offset, epoch=1)
+    assert seen and not any(seen), "the collector ran while records were decoded and applied"
+    assert gc.isenabled()
+    with pytest.raises(MetadataRecordError):
+        cache.apply_batch(watched([SimpleRecord(None, bytes([1, 99, 0]))]), base_offset=cache.offset + 1,
+                          last_offset=cache.offset + 1, epoch=1)
+    assert gc.isenabled(), "a failed batch left the collector off"
+    gc.disable()  # a caller that paused it itself keeps it paused
+    try:
+        h = second.header
+        cache.apply_batch(second.records(), base_offset=h.base_offset, last_offset=h.last_offset, epoch=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -11,6 +11,7 @@ the records that snapshot holds (`snapshot_records`).
 
 from collections.abc import Iterable
 
+from kraft.metadata.collector import collector_paused
 from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.errors import NotCaughtUpError, OffsetOrderError
 from kraft.metadata.image import MetadataImage
@@ -58,8 +59,9 @@ class MetadataCache:
         the image raises, and the cache keeps its image and offset.
         """
         self._check_next(base_offset, last_offset)
-        delta = MetadataDelta(self._image).replay_all(decode_records(records))
-        self._image = delta.apply(last_offset, epoch)
+        with collector_paused():  # see kraft.metadata.collector: images hold no cycles
+            delta = MetadataDelta(self._image).replay_all(decode_records(records))
+            self._image = delta.apply(last_offset, epoch)
         for key in delta.changed:
             self._changed[key] = last_offset
         return self._image

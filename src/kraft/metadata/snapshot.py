@@ -7,10 +7,10 @@ footer control batches, offsets, epochs, the .part and atomic rename) belongs to
 and `SnapshotReader.records()` to `load_snapshot`.
 """
 
-import gc
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
+from kraft.metadata.collector import collector_paused
 from kraft.metadata.delta import MetadataDelta
 from kraft.metadata.image import MetadataImage, image_to_records
 from kraft.metadata.records import MetadataRecord
@@ -42,13 +42,8 @@ def image_from_records(records: Iterable[MetadataRecord], *, offset: int = -1, e
     The cyclic garbage collector is paused meanwhile: a large snapshot allocates millions of
     objects, none in a cycle, and each full collection would walk the growing image again
     (7 s of 18 s when loading a million partitions, measured)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return MetadataDelta(MetadataImage()).replay_all(records).apply(offset, epoch)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def load_snapshot(records: Iterable[HasValue], *, end_offset: int, epoch: int) -> MetadataImage:

@@ -1,6 +1,7 @@
 """The metadata state machine on the Raft core: results at commit, failures on leader change,
 refusals that write nothing, snapshots written and loaded."""
 
+import gc
 import random
 
 import pytest
@@ -102,6 +103,29 @@ def test_snapshots_are_written_by_policy_and_loaded_at_boot():
     node.listener = fresh
     node.restart()
     assert fresh.cache.image.digest() == digest and fresh.cache.offset == qc.cache.offset
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_a_server_keeps_a_loaded_image_out_of_the_collectors_walks(freeze):
+    node, qc = controller_node(policy=SnapshotPolicy(max_bytes_between=1, min_changed_ratio=0.0, max_interval_ms=0))
+    commit_all(node)
+    register(qc, node, 1)
+    commit_all(node)
+    assert qc.snapshot_now(node.now) is not None
+    fresh = QuorumController(freeze_loaded_images=freeze)
+    node.listener = fresh
+    gc.unfreeze()
+    try:
+        node.restart()
+        broker = fresh.cache.image.broker(1)
+        assert broker is not None and gc.is_tracked(broker)
+        frozen = gc.get_freeze_count()
+        assert (frozen > 0) is freeze
+        gc.collect()
+        assert any(o is broker for o in gc.get_objects()) is not freeze, "the collector walks only what is not frozen"
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
 
 
 

@@ -20,6 +20,7 @@ go on; `finish_snapshot` tells the cache and the policy, which keeps counting wh
 committed meanwhile.
 """
 
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from kraft.metadata import (
     encode_record,
     snapshot_records,
 )
+from kraft.metadata.collector import frozen_when_built
 from kraft.metadata.controller import ControllerResult, check_record_count
 from kraft.raft import CommittedBatch, LeaderAndEpoch, RaftCore
 from kraft.raft.snapshot_policy import SnapshotPolicy
@@ -75,9 +77,12 @@ class SnapshotJob:
 
 
 class QuorumController:
-    def __init__(self, policy: SnapshotPolicy | None = None) -> None:
+    def __init__(self, policy: SnapshotPolicy | None = None, freeze_loaded_images: bool = False) -> None:
+        """`freeze_loaded_images`: a long-running process (a server) keeps each image a
+        snapshot load gives it out of the collector's walks (`frozen_when_built`)."""
         self.cache = MetadataCache()
         self.policy = policy or SnapshotPolicy()
+        self._loading = frozen_when_built if freeze_loaded_images else contextlib.nullcontext
         self.core: RaftCore | None = None  # attached once the core exists (it takes us as listener)
         self._pending: deque[Pending] = deque()
         self._working: MetadataImage | None = None  # committed image + appended, uncommitted records
@@ -111,7 +116,8 @@ class QuorumController:
 
     def handle_load_snapshot(self, reader: SnapshotReader) -> None:
         sid = reader.snapshot_id
-        self.cache.load_snapshot(reader.records(), end_offset=sid.end_offset, epoch=sid.epoch)
+        with self._loading():
+            self.cache.load_snapshot(reader.records(), end_offset=sid.end_offset, epoch=sid.epoch)
         self.policy.reset()
         self._working = None
 

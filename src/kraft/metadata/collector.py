@@ -28,3 +28,19 @@ def collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+@contextlib.contextmanager
+def frozen_when_built() -> Iterator[None]:
+    """For a process that keeps what the block builds for a long time, as a server keeps the
+    image a snapshot load gives it. A full collection walks every tracked object, 2.2 s for
+    a 100,000-topic image (measured), and a server cannot stall that long: it would miss
+    fetches and heartbeats. So: collect first, so no garbage is frozen along; build with
+    the collector paused; then move everything tracked into the permanent generation
+    (`gc.freeze`), which collections no longer walk. Frozen objects are still freed by
+    reference counting once a newer image stops sharing them; only a cycle among them would
+    outlive its use, and images make none. A block that raises freezes nothing."""
+    gc.collect()
+    with collector_paused():
+        yield
+    gc.freeze()

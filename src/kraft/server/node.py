@@ -104,7 +104,8 @@ class KraftNode:
                 config["metadata.log.max.record.bytes.between.snapshots"],
                 config["metadata.snapshot.min.changed_records.ratio"],
                 config["metadata.log.max.snapshot.interval.ms"],
-            )
+            ),
+            freeze_loaded_images=True,  # a full collection over a large image would stall the loop
         )
         self.core: RaftCore | None = None
         self.stopping = False

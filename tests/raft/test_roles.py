@@ -140,6 +140,31 @@ def test_graceful_resignation_lets_the_first_successor_campaign_at_once():
     assert other.core.role == Role.FOLLOWER, "the second successor waits a backoff"
 
 
+def test_a_resigned_leader_hands_over_until_every_voter_has_its_end_quorum_epoch():
+    leader = leader_node()
+    assert not leader.core.handing_over
+    leader.core.resign(leader.now)
+    ends = {e.destination: e for e in leader.sends(m.EndQuorumEpochRequest)}
+    assert sorted(ends) == [2, 3] and leader.core.handing_over
+    ack = m.end_quorum_response(ErrorCode.none, 1, 1)
+    leader.core.handle_response(ends[2].request_id, ack, leader.now)
+    refused = m.end_quorum_response(ErrorCode.none, 1, 1, top_error=ErrorCode.cluster_authorization_failed)
+    leader.core.handle_response(ends[3].request_id, refused, leader.now)
+    assert leader.core.handing_over, "voter 3 has not acknowledged it"
+    leader.advance(leader.config.retry_backoff_ms)
+    (retry,) = leader.sends(m.EndQuorumEpochRequest)
+    assert retry.destination == 3
+    leader.core.handle_response(retry.request_id, ack, leader.now)
+    assert not leader.core.handing_over
+
+
+def test_a_resigned_leader_is_done_handing_over_once_a_newer_epoch_campaigns():
+    leader = leader_node()
+    leader.core.resign(leader.now)
+    leader.request(m.vote_request("c", 2, 3, 1, 1))
+    assert leader.core.epoch == 2 and not leader.core.handing_over
+
+
 @pytest.mark.parametrize(
     "state,role",
     [

@@ -183,6 +183,13 @@ class RaftCore:
         return self.role == Role.LEADER
 
     @property
+    def handing_over(self) -> bool:
+        """A resigned leader whose EndQuorumEpoch has not yet reached every voter, and no
+        newer epoch seen: a graceful stop waits while this holds (or a timeout passes), so
+        every possible successor learns to campaign now rather than after a fetch timeout."""
+        return self.role == Role.RESIGNED and not set(self.config.voters) <= self._end_quorum_acked
+
+    @property
     def leader_and_epoch(self) -> LeaderAndEpoch:
         return LeaderAndEpoch(self.leader_id, self.epoch)
 

@@ -209,7 +209,7 @@ class KraftNode:
         await self.client_api.stop()
         if graceful and core is not None and core.is_leader and self.failure is None:
             self.step(lambda c, now: c.resign(now))
-            await self.peers.drain(timeout=1.0)  # the EndQuorumEpoch requests reach the others
+            await self._hand_over(core)
         self.stopping = True
         if self._timer is not None:
             self._timer.cancel()
@@ -225,6 +225,19 @@ class KraftNode:
         self.log.close()
         self.metrics.close()
         log.info("node %d stopped", self.node_id)
+
+    async def _hand_over(self, core: RaftCore) -> None:
+        """Keeps the node running until every voter has acknowledged EndQuorumEpoch, a newer
+        epoch is seen, or a request timeout passes. Waiting only for the requests under way
+        was not enough: one queued behind another request to the same voter, or retried
+        after a failure, was cancelled by the stop, and that voter, which had the longest
+        log, sat out the fetch timeout before campaigning (5 s in a CI run)."""
+        deadline = time.monotonic() + self.config["controller.quorum.request.timeout.ms"] / 1000
+        while core.handing_over and self.failure is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # responses and the core's timer, retries included, run meanwhile
+        if core.handing_over:
+            log.warning("node %d stops before every voter acknowledged EndQuorumEpoch: those that did not "
+                        "campaign only after controller.quorum.fetch.timeout.ms", self.node_id)
 
     def _spawn(self, coroutine: Any) -> asyncio.Task:
         task = asyncio.create_task(coroutine)

@@ -135,11 +135,6 @@ class Peers:
             return
         on_response(response)
 
-    async def drain(self, timeout: float) -> None:
-        """Waits (up to `timeout`) for the requests under way to be answered or to fail."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=timeout)
-
     async def close(self) -> None:
         await cancel_and_wait(self._tasks)
         for peer in self._peers.values():

@@ -19,9 +19,8 @@ from collections.abc import Iterator
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """The collector off for the block, and back to how it was afterwards. Nested or
-    overlapping pauses (the snapshot writer's thread) leave it enabled once the first
-    pauser that found it enabled resumes."""
+    """The collector off for the block, and back to how it was afterwards: a nested pause
+    (a snapshot load inside `frozen_when_built`) leaves it to the outermost one."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -34,10 +33,12 @@ def collector_paused() -> Iterator[None]:
 @contextlib.contextmanager
 def frozen_when_built() -> Iterator[None]:
     """For a process that keeps what the block builds for a long time, as a server keeps the
-    image a snapshot load gives it. A full collection walks every tracked object, 2.2 s for
-    a 100,000-topic image (measured), and a server cannot stall that long: it would miss
+    image a snapshot load gives it. A full collection walks every tracked object, 1.2-2.4 s
+    for a 100,000-topic image (measured), and a server cannot stall that long: it would miss
     fetches and heartbeats. So: collect first, so no garbage is frozen along; build with
-    the collector paused; then move everything tracked into the permanent generation
+    the collector paused right up to the freeze (resumed any earlier, the next allocation
+    would walk the whole new image as young objects); then move everything tracked into
+    the permanent generation
     (`gc.freeze`), which collections no longer walk. Frozen objects are still freed by
     reference counting once a newer image stops sharing them; only a cycle among them would
     outlive its use, and images make none. A block that raises freezes nothing."""

@@ -56,7 +56,7 @@ from kraft.metadata.records import ConfigRecord
 from kraft.protocol import ErrorCode
 from kraft.protocol.connection import KafkaConnection
 from kraft.raft import messages as m
-from kraft.server.node import format_storage
+from kraft.storage.meta_properties import format_storage
 from kraft.storage import FileSnapshotStore, SnapshotId
 
 HERE = Path(__file__).parent

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from kraft.storage.dirlock import DirectoryInUseError, check_free
+from kraft.storage.meta_properties import format_storage
 from kraft.cli.local_cluster import LocalCluster
 from kraft.cli.quorum_cmd import replication_lines, status_lines
 from kraft.protocol import ErrorCode
@@ -177,8 +179,8 @@ def test_a_node_with_another_cluster_id_is_refused(tmp_path):
     c.start(2)
     leader(c)
     # Node 3 is formatted for another cluster.
-    meta = c.nodes[3].data_dir / "meta.properties"
-    meta.write_text(meta.read_text().replace(c.cluster_id, "someOtherClusterId0000"))
+    (c.nodes[3].data_dir / "meta.properties").unlink()
+    format_storage(c.nodes[3].data_dir, "someOtherClusterId0000", 3)
     c.start(3)
     try:
         time.sleep(3)
@@ -401,3 +403,57 @@ def test_cluster_up_stops_the_other_nodes_when_one_fails_to_start(tmp_path):
     assert up.returncode == 1
     assert f"node 2 exited (1); see {directory / 'node-2' / 'server.log'}" in err and "Traceback" not in err, err
     assert "quorum-state" in (directory / "node-2" / "server.log").read_text()
+
+
+def all_held(directories, count: int) -> bool:
+    """Whether `count` directories are there and each is locked by a process."""
+    held = 0
+    for directory in directories:
+        try:
+            check_free(directory)
+        except DirectoryInUseError:
+            held += 1
+    return held == count
+
+
+def test_a_second_cluster_up_on_a_directory_in_use_refuses_before_writing_anything(tmp_path):
+    directory = tmp_path / "cluster"
+    with cluster_up(directory) as first:
+        wait_for(lambda: (directory / "node-4" / "server.properties").exists()
+                 and len(node_processes(directory)) == 4, what="the first cluster's nodes")
+        before = {p: p.read_bytes() for p in directory.rglob("*.properties")}
+        second = subprocess.run([sys.executable, "-m", "kraft.cli", "cluster", "up", "--dir", str(directory)],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1
+        assert f"{directory} is in use: process {first.pid} holds {directory}/.lock" in second.stderr, second.stderr
+        assert "Traceback" not in second.stderr
+        assert {p: p.read_bytes() for p in directory.rglob("*.properties")} == before
+
+
+def test_nodes_left_running_by_a_killed_cluster_up_keep_their_directory(tmp_path):
+    directory = tmp_path / "cluster"
+    with cluster_up(directory) as first:
+        wait_for(lambda: all_held(directory.glob("node-*/data"), 4), what="the first cluster's nodes")
+        first.kill()  # its nodes run in sessions of their own and outlive it
+        first.wait()
+        before = {p: p.read_bytes() for p in directory.rglob("*.properties")}
+        second = subprocess.run([sys.executable, "-m", "kraft.cli", "cluster", "up", "--dir", str(directory)],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1 and "/data is in use: process" in second.stderr, second.stderr
+        assert {p: p.read_bytes() for p in directory.rglob("*.properties")} == before
+
+
+def test_a_second_server_on_one_data_directory_exits_naming_the_first(single):
+    node = single.nodes[1]
+    config = str(node.config_path)
+    second = subprocess.run([sys.executable, "-m", "kraft.cli", "server", "start", config],
+                            capture_output=True, text=True, timeout=60)
+    assert second.returncode == 1
+    assert second.stderr.strip() == (f"kraft server start: {node.data_dir} is in use: process {node.process.pid} "
+                                     f"holds {node.data_dir}/.lock; stop it first (one process per data directory)")
+    formatted = subprocess.run([sys.executable, "-m", "kraft.cli", "storage", "format", "--config", config,
+                                "--cluster-id", single.cluster_id], capture_output=True, text=True, timeout=60)
+    assert formatted.returncode == 1 and "is in use" in formatted.stderr
+    assert node.running
+    _, result = create_topic_at_leader(single, "still-served")
+    assert result.error_code == ErrorCode.none

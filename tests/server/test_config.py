@@ -79,7 +79,7 @@ def test_server_start_stops_with_a_message_naming_the_key(tmp_path):
 @pytest.mark.parametrize("taken", ["client", "metrics"])
 def test_server_start_names_a_port_that_is_taken(tmp_path, taken):
     from kraft.cli.local_cluster import free_port
-    from kraft.server.node import format_storage
+    from kraft.storage.meta_properties import format_storage
 
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

@@ -17,7 +17,8 @@ from kraft.protocol import ErrorCode, KafkaServer, decode_response, encode_reque
 from kraft.protocol.connection import KafkaConnection
 from kraft.raft import messages as m
 from kraft.server.config import Endpoint, load_config
-from kraft.server.node import PARTITION_DIR, KraftNode, format_storage
+from kraft.server.node import PARTITION_DIR, KraftNode
+from kraft.storage.meta_properties import format_storage
 from kraft.server.peers import Peers
 from kraft.storage import parse_snapshot_file_name
 

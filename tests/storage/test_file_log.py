@@ -6,6 +6,7 @@ import os
 import random
 import socket
 
+import crc32c
 import pytest
 
 from kraft.records import iter_batches, read_batches
@@ -16,7 +17,9 @@ from kraft.storage import (
     FileLog,
     FileQuorumStateStore,
 )
+from kraft.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from kraft.storage.segment import INDEX_ENTRY
+from kraft.storage.snapshot import SnapshotId, snapshot_file_name
 
 from .conftest import batch
 
@@ -61,9 +64,14 @@ def test_files_are_in_kafkas_layout_and_formats(path):
     assert [int(n[:20]) for n in segments] == [s.base_offset for s in log.segments]
     assert all(n.replace(".log", ".index") in names for n in segments)
     assert (path / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n2 15\n"
-    assert (path.parent / "log-start-offset-checkpoint").read_text() == "0\n1\n__cluster_metadata 0 0\n"
-    # Zero-padded so it can be rewritten in place on every flush; Kafka's reader parses it alike.
-    assert (path.parent / "recovery-point-offset-checkpoint").read_text() == "0\n1\n__cluster_metadata 0 %020d\n" % 30
+    # Zero-padded so the recovery point can be rewritten in place on every flush; each
+    # carries its CRC32C as a second entry. Kafka's reader takes both as partitions' offsets.
+    for name, offset in (("log-start-offset-checkpoint", 0), ("recovery-point-offset-checkpoint", 30)):
+        body = "0\n2\n__cluster_metadata 0 %020d\n" % offset
+        text = (path.parent / name).read_text()
+        assert text == body + "__kraft_crc32c 0 %010d\n" % crc32c.crc32c(body.encode())
+        version, count, *entries = text.splitlines()
+        assert (version, int(count)) == ("0", len(entries)) and all(len(e.split()) == 3 for e in entries)
 
 
 def test_index_entries_name_a_batch_last_offset_and_its_position(path):
@@ -206,11 +214,37 @@ def test_a_crash_inside_truncate_fully_leaves_a_log_that_opens_at_the_new_start(
     log = FileLog(path)
     fill(log, batches=4)
     log.close()
-    # truncate_fully_and_start_at writes the start offset first; crash right after it.
-    (path.parent / "log-start-offset-checkpoint").write_text("0\n1\n__cluster_metadata 0 100\n")
+    # A snapshot at 100 is installed: truncate_fully_and_start_at writes the start offset
+    # first; crash right after it.
+    (path / snapshot_file_name(SnapshotId(100, 3))).write_bytes(b"")
+    write_offset_checkpoint(path.parent / "log-start-offset-checkpoint", "__cluster_metadata", 0, 100)
     log = FileLog(path)
     assert (log.start_offset, log.end_offset, log.latest_epoch) == (100, 100, None)
     assert [p.name for p in path.glob("*.log")] == ["00000000000000000100.log"]
+
+
+def test_a_start_offset_that_names_no_snapshot_deletes_nothing(path, caplog):
+    """KIP-630 moves the start only to a snapshot's end: a checkpoint saying otherwise is
+    damaged (a flipped digit once made a node delete a segment no snapshot covered)."""
+    log = FileLog(path, segment_bytes=500)
+    fill(log, batches=12)
+    second = log.segments[1].base_offset
+    log.close()
+    segments = sorted(p.name for p in path.glob("*.log"))
+    for claimed in (second, 100):  # inside the log, and past its end
+        write_offset_checkpoint(path.parent / "log-start-offset-checkpoint", "__cluster_metadata", 0, claimed)
+        with caplog.at_level(logging.WARNING):
+            log = FileLog(path)
+        assert (log.start_offset, log.end_offset) == (0, 36)
+        assert sorted(p.name for p in path.glob("*.log")) == segments
+        assert f"says the log starts at {claimed}, but no snapshot ends there" in caplog.text
+        log.close()
+    # With a snapshot there, the same checkpoint is believed and the segment below goes.
+    (path / snapshot_file_name(SnapshotId(second, 1))).write_bytes(b"")
+    write_offset_checkpoint(path.parent / "log-start-offset-checkpoint", "__cluster_metadata", 0, second)
+    log = FileLog(path)
+    assert log.start_offset == log.segments[0].base_offset == second
+    log.close()
 
 
 def test_an_append_made_while_a_flush_fsyncs_is_fsynced_by_the_next_flush(path, monkeypatch):
@@ -237,9 +271,9 @@ def test_the_recovery_point_is_durable_when_flush_returns(path):
     fill(log, batches=3)
     flushed = log.flush()
     rp = path.parent / "recovery-point-offset-checkpoint"
-    assert int(rp.read_text().split()[-1]) == flushed  # not later, on a timer
+    assert read_offset_checkpoint(rp, "__cluster_metadata", 0) == flushed  # not later, on a timer
     log.truncate_to(3)
-    assert int(rp.read_text().split()[-1]) == 3  # lowered with the data it covered
+    assert read_offset_checkpoint(rp, "__cluster_metadata", 0) == 3  # lowered with the data it covered
     log.close()
 
 
@@ -344,7 +378,9 @@ def test_quorum_state_is_kafkas_json_and_survives(tmp_path):
     store = FileQuorumStateStore(tmp_path)
     assert store.read() is None
     store.write(ElectionState(epoch=5, leader_id=None, voted_id=2, voters=(1, 2, 3)))
-    data = json.loads((tmp_path / "quorum-state").read_text())
+    first, checksum = (tmp_path / "quorum-state").read_text().splitlines()
+    assert json.loads(checksum) == {"crc32c": crc32c.crc32c(first.encode())}  # Kafka reads only the first line
+    data = json.loads(first)
     assert data == {"clusterId": "", "leaderId": -1, "leaderEpoch": 5, "votedId": 2, "appliedOffset": 0,
                     "currentVoters": [{"voterId": 1}, {"voterId": 2}, {"voterId": 3}], "data_version": 0}
     assert FileQuorumStateStore(tmp_path).read() == ElectionState(5, None, 2, (1, 2, 3))
@@ -357,11 +393,15 @@ def test_quorum_state_is_kafkas_json_and_survives(tmp_path):
 
 
 @pytest.mark.parametrize("content", [b"0\n1\n__cluster_metadata x 5\n", b"0\n1\n\xff 0 5\n", b"0\n1\n__cluster_metadata 0 five\n"])
-def test_a_log_dir_checkpoint_that_does_not_parse_is_named(path, content):
-    FileLog(path).close()
+def test_a_log_dir_checkpoint_that_does_not_parse_is_named_and_not_believed(path, content, caplog):
+    log = FileLog(path)
+    fill(log, batches=4)
+    log.close()
     (path.parent / "log-start-offset-checkpoint").write_bytes(content)
-    with pytest.raises(CorruptCheckpointError, match="log-start-offset-checkpoint"):
-        FileLog(path)
+    with caplog.at_level(logging.WARNING):
+        log = FileLog(path)
+    assert "log-start-offset-checkpoint" in caplog.text and "not believed" in caplog.text
+    assert (log.start_offset, log.end_offset) == (0, 12)
 
 
 def test_a_directory_not_named_topic_partition_is_refused(tmp_path):

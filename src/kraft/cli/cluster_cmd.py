@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kraft.cli.local_cluster import LocalCluster
-from kraft.server.node import StorageNotFormattedError
+from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock, check_free
+from kraft.storage.meta_properties import StorageNotFormattedError
 
 
 class _Interrupted(Exception):
@@ -55,12 +56,38 @@ class _StopSignals:
             signal.signal(sig, signal.SIG_IGN)
 
 
+def _claim(directory: Path) -> DirectoryLock:
+    """The cluster directory's lock, for the life of this command, taken before anything is
+    written there; and none of its nodes' data directories may be in use either (nodes left
+    running by a `cluster up` that was killed hold theirs)."""
+    lock = DirectoryLock(directory).acquire()
+    try:
+        for data in sorted(directory.glob("node-*/data")):
+            check_free(data)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
 def cluster_up(directory: str, voters: int, observers: int) -> int:
+    try:
+        lock = _claim(Path(directory))
+    except (DirectoryInUseError, OSError) as e:
+        print(f"kraft cluster up: {e}", file=sys.stderr)
+        return 1
+    try:
+        return _cluster_up(Path(directory), voters, observers)
+    finally:
+        lock.release()
+
+
+def _cluster_up(directory: Path, voters: int, observers: int) -> int:
     signals = _StopSignals()
     cluster: LocalCluster | None = None
     try:
         try:
-            cluster = LocalCluster(Path(directory), voters, observers)
+            cluster = LocalCluster(directory, voters, observers)
             with signals.deferred():
                 cluster.start(wait=False)
             for node_id in cluster.nodes:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kraft.server.node import format_storage, random_cluster_id
+from kraft.storage.meta_properties import format_storage, random_cluster_id
 
 # Small timeouts: a local cluster elects and fails over in a fraction of a second.
 LOCAL_DEFAULTS = {
@@ -131,6 +131,7 @@ class LocalCluster:
     observers: int = 1
     overrides: dict[str, str] = field(default_factory=dict)
     cluster_id: str = ""
+    env: dict[str, str] = field(default_factory=dict)  # added to the nodes' environment
     nodes: dict[int, LocalNode] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -192,6 +193,7 @@ class LocalCluster:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    env={**os.environ, **self.env},
                 )
                 node.starts += 1
                 started.append(node)

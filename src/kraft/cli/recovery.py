@@ -31,7 +31,9 @@ import sys
 from pathlib import Path
 
 from kraft.server.config import ConfigError, ServerConfig, read_config
-from kraft.server.node import PARTITION_DIR, read_meta_properties
+from kraft.server.node import PARTITION_DIR
+from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock, check_free
+from kraft.storage.meta_properties import StorageNotFormattedError, read_meta_properties
 from kraft.storage import (
     ElectionState,
     FileLog,
@@ -95,24 +97,31 @@ def _new_epoch(command: str, config: ServerConfig, sources: list[Path], floor: i
 def restore(config_path: str, snapshot_path: str, epoch: int | None) -> int:
     try:
         config = read_config(config_path)
-        read_meta_properties(config.log_dir)
-        source = Path(snapshot_path)
-        sid = parse_snapshot_file_name(source.name)
-        SnapshotReader.open(source, sid).validate()
-        partition = config.log_dir / PARTITION_DIR
-        new_epoch = _new_epoch("restore", config, [], sid.epoch, epoch)
-        log = FileLog(partition)
-        log.truncate_fully_and_start_at(sid.end_offset)
-        log.close()
-        store = FileSnapshotStore(partition)
-        for old in store.list():
-            store.delete(old)
-        writer = store.create_raw_writer(sid)
-        writer.append(0, source.read_bytes())
-        writer.validate(source.stat().st_size)
-        writer.freeze()
-        FileQuorumStateStore(partition).write(ElectionState(new_epoch, None, None, tuple(sorted(config.voters))))
-    except (ConfigError, SnapshotError, StorageError, ValueError, OSError) as e:
+        with DirectoryLock(config.log_dir):
+            read_meta_properties(config.log_dir)
+            source = Path(snapshot_path)
+            sid = parse_snapshot_file_name(source.name)
+            SnapshotReader.open(source, sid).validate()
+            partition = config.log_dir / PARTITION_DIR
+            new_epoch = _new_epoch("restore", config, [], sid.epoch, epoch)
+            # The snapshot first, then the log start that names it: interrupted in between,
+            # the node's log still starts where a snapshot of its own says it may.
+            store = FileSnapshotStore(partition)
+            if sid in store.list():
+                store.delete(sid)
+            writer = store.create_raw_writer(sid)
+            writer.append(0, source.read_bytes())
+            writer.validate(source.stat().st_size)
+            writer.freeze()
+            log = FileLog(partition)
+            log.truncate_fully_and_start_at(sid.end_offset)
+            log.close()
+            for old in store.list():
+                if old != sid:
+                    store.delete(old)
+            FileQuorumStateStore(partition).write(ElectionState(new_epoch, None, None, tuple(sorted(config.voters))))
+    except (ConfigError, SnapshotError, StorageError, ValueError, OSError, DirectoryInUseError,
+            StorageNotFormattedError) as e:
         print(f"kraft restore: {e}", file=sys.stderr)
         return 1
     print(f"node {config.node_id}: log restarts at offset {sid.end_offset} from snapshot {source.name}; "
@@ -124,24 +133,26 @@ def restore(config_path: str, snapshot_path: str, epoch: int | None) -> int:
 def recover(config_path: str, survivor_log_dir: str, epoch: int | None) -> int:
     try:
         config = read_config(config_path)
-        read_meta_properties(config.log_dir)
-        survivor = Path(survivor_log_dir)
-        source = survivor / PARTITION_DIR
-        if not source.is_dir():
-            raise ValueError(f"{survivor} holds no {PARTITION_DIR}: give the survivor's metadata.log.dir")
-        partition = config.log_dir / PARTITION_DIR
-        new_epoch = _new_epoch("recover", config, [source], 0, epoch)
-        if source.resolve() != partition.resolve():
-            shutil.rmtree(partition, ignore_errors=True)
-            shutil.copytree(source, partition)
-            for name in LOG_DIR_CHECKPOINTS:
-                if (survivor / name).exists():
-                    shutil.copy2(survivor / name, config.log_dir / name)
-        FileQuorumStateStore(partition).write(ElectionState(new_epoch, None, None, tuple(sorted(config.voters))))
-        log = FileLog(partition)  # recovery checks what was copied
-        end = log.end_offset
-        log.close()
-    except (ConfigError, StorageError, ValueError, OSError) as e:
+        with DirectoryLock(config.log_dir):
+            read_meta_properties(config.log_dir)
+            survivor = Path(survivor_log_dir)
+            source = survivor / PARTITION_DIR
+            if not source.is_dir():
+                raise ValueError(f"{survivor} holds no {PARTITION_DIR}: give the survivor's metadata.log.dir")
+            partition = config.log_dir / PARTITION_DIR
+            new_epoch = _new_epoch("recover", config, [source], 0, epoch)
+            if source.resolve() != partition.resolve():
+                check_free(survivor)  # a running survivor's files change while they are copied
+                shutil.rmtree(partition, ignore_errors=True)
+                shutil.copytree(source, partition)
+                for name in LOG_DIR_CHECKPOINTS:
+                    if (survivor / name).exists():
+                        shutil.copy2(survivor / name, config.log_dir / name)
+            FileQuorumStateStore(partition).write(ElectionState(new_epoch, None, None, tuple(sorted(config.voters))))
+            log = FileLog(partition)  # recovery checks what was copied
+            end = log.end_offset
+            log.close()
+    except (ConfigError, StorageError, ValueError, OSError, DirectoryInUseError, StorageNotFormattedError) as e:
         print(f"kraft recover: {e}", file=sys.stderr)
         return 1
     print(f"node {config.node_id}: took the surviving replica's log (ends at {end}); epoch {new_epoch}. "

@@ -11,7 +11,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kraft.server.config import ConfigError, read_config
-from kraft.server.node import KraftNode, StorageNotFormattedError, format_storage, random_cluster_id
+from kraft.server.node import KraftNode
+from kraft.storage import StorageError
+from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock
+from kraft.storage.meta_properties import StorageNotFormattedError, format_storage, random_cluster_id
 
 log = logging.getLogger("kraft.server.start")
 
@@ -57,8 +60,9 @@ def configure_logging(node_id: int | str) -> None:
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
 
-class ListenerError(Exception):
-    """A listener could not be opened; the node stops before it takes part in the quorum."""
+class StartError(Exception):
+    """The node could not start (a listener, its storage); it stops before it takes part in
+    the quorum, with one line saying why."""
 
 
 async def run_node(node: KraftNode) -> None:
@@ -68,15 +72,14 @@ async def run_node(node: KraftNode) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         await node.start()
-    except OSError as e:  # a port is taken or an address is not this host's; nothing was written yet
-        raise ListenerError(str(e)) from e
+    except (OSError, StorageError) as e:  # a port taken, a disk failing, damaged files: one line each
+        raise StartError(str(e)) from e
     log.info("node %d ready: controller %s client %s metrics %s", node.node_id, node.raft_address,
              node.client_address, node.metrics.port)
-    while not stop.is_set() and node.failure is None:
-        try:
-            await asyncio.wait_for(stop.wait(), 0.5)
-        except asyncio.TimeoutError:
-            pass
+    stopped, failed = asyncio.create_task(stop.wait()), asyncio.create_task(node.failed.wait())
+    await asyncio.wait([stopped, failed], return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    failed.cancel()
     await node.stop(graceful=node.failure is None)
 
 
@@ -115,12 +118,12 @@ def server_start(config_path: str) -> int:
     keep_large_buffers()
     try:
         node = KraftNode(config)
-    except StorageNotFormattedError as e:
+    except (StorageNotFormattedError, DirectoryInUseError) as e:
         print(f"kraft server start: {e}", file=sys.stderr)
         return 1
     try:
         asyncio.run(run_node(node))
-    except ListenerError as e:
+    except StartError as e:
         print(f"kraft server start: {e}", file=sys.stderr)
         return 1
     return 2 if node.failure is not None else 0
@@ -129,8 +132,9 @@ def server_start(config_path: str) -> int:
 def storage_format(config_path: str, cluster_id: str) -> int:
     try:
         config = read_config(config_path)
-        format_storage(config.log_dir, cluster_id, config.node_id)
-    except (ConfigError, StorageNotFormattedError) as e:
+        with DirectoryLock(config.log_dir):
+            format_storage(config.log_dir, cluster_id, config.node_id)
+    except (ConfigError, StorageNotFormattedError, DirectoryInUseError) as e:
         print(f"kraft storage format: {e}", file=sys.stderr)
         return 1
     print(f"Formatted {Path(config.log_dir)} for cluster {cluster_id}, node {config.node_id}")

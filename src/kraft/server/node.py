@@ -18,7 +18,6 @@ to peers; the client listener serves Kafka clients (kraft.server.client_api).
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from random import Random
@@ -33,12 +32,26 @@ from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.server.config import ServerConfig
 from kraft.server.metrics import NodeMetrics
 from kraft.server.peers import Peers
-from kraft.storage import FileLog, FileQuorumStateStore, FileSnapshotStore
+from kraft.storage import (
+    CorruptLogError,
+    CorruptSnapshotError,
+    FileLog,
+    FileQuorumStateStore,
+    FileSnapshotStore,
+)
+from kraft.storage.dirlock import DirectoryLock
+from kraft.storage.meta_properties import StorageNotFormattedError, read_meta_properties
 
 log = logging.getLogger("kraft.server")
 
-META_PROPERTIES = "meta.properties"
 PARTITION_DIR = "__cluster_metadata-0"
+
+# What stops a node at once: a write, sync, truncation, rename or removal that failed (the
+# data's durability is unknown: after a failed fsync the kernel may have dropped the pages
+# it could not write, and a second fsync would succeed with the data gone), durable data
+# that no longer reads back, or the core finding its own rules broken. The core is sans-IO,
+# so an OSError out of a step can only come from the storage it was handed.
+FATAL = (InvariantViolation, OSError, CorruptLogError, CorruptSnapshotError)
 
 # The Raft RPCs, as the core speaks them: (api key, version).
 RAFT_APIS = {
@@ -51,52 +64,21 @@ RAFT_APIS = {
 }
 
 
-class StorageNotFormattedError(Exception):
-    pass
-
-
-def format_storage(log_dir: Path, cluster_id: str, node_id: int) -> None:
-    """`kafka-storage format`: writes meta.properties (once; a formatted dir is left alone
-    if it matches, and refused if it does not)."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    path = log_dir / META_PROPERTIES
-    if path.exists():
-        found = read_meta_properties(log_dir)
-        if found != (cluster_id, node_id):
-            raise StorageNotFormattedError(
-                f"{path} is already formatted for cluster {found[0]} node {found[1]}, not {cluster_id} node {node_id}"
-            )
-        return
-    path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
-
-
-def read_meta_properties(log_dir: Path) -> tuple[str, int]:
-    path = log_dir / META_PROPERTIES
-    try:
-        entries = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-        return entries["cluster.id"], int(entries["node.id"])
-    except FileNotFoundError:
-        raise StorageNotFormattedError(f"{log_dir} is not formatted: run `kraft storage format`") from None
-    except (KeyError, ValueError) as e:
-        raise StorageNotFormattedError(f"{path} is not a meta.properties file ({e})") from None
-
-
-def random_cluster_id() -> str:
-    """Kafka's cluster ids are 16 random bytes in URL-safe base64, 22 characters."""
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
 class KraftNode:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
-        cluster_id, node_id = read_meta_properties(config.log_dir)
-        if node_id != config.node_id:
-            raise StorageNotFormattedError(
-                f"{config.log_dir} belongs to node {node_id}, but node.id is {config.node_id}"
-            )
+        # Before anything is read or written there: one process per data directory.
+        self._lock = DirectoryLock(config.log_dir).acquire()
+        try:
+            cluster_id, node_id = read_meta_properties(config.log_dir)
+            if node_id != config.node_id:
+                raise StorageNotFormattedError(
+                    f"{config.log_dir} belongs to node {node_id}, but node.id is {config.node_id}"
+                )
+        except BaseException:
+            self._lock.release()
+            raise
         self.cluster_id = cluster_id
         self.metrics = NodeMetrics()
         self.controller = QuorumController(
@@ -110,6 +92,7 @@ class KraftNode:
         self.core: RaftCore | None = None
         self.stopping = False
         self.failure: BaseException | None = None
+        self.failed = asyncio.Event()  # set with `failure`, so the process exits without polling
         self._replies: dict[int, asyncio.Future] = {}
         self._next_handle = 0
         self._flushing = False
@@ -203,7 +186,8 @@ class KraftNode:
         )
 
     async def stop(self, graceful: bool = True) -> None:
-        """Stops; a leader first resigns (EndQuorumEpoch) so a successor is elected at once."""
+        """Stops; a leader first resigns (EndQuorumEpoch) so a successor is elected at once.
+        After a failure nothing more is written: no resignation, no flush, no checkpoint."""
         core = self.core
         # The broker's shutdown heartbeat first: it needs a leader, and this node may be it.
         await self.client_api.stop()
@@ -222,8 +206,9 @@ class KraftNode:
         await cancel_and_wait(self._tasks)
         for future in self._replies.values():
             future.cancel()
-        self.log.close()
+        self.log.close(flush=self.failure is None)
         self.metrics.close()
+        self._lock.release()
         log.info("node %d stopped", self.node_id)
 
     async def _hand_over(self, core: RaftCore) -> None:
@@ -256,19 +241,36 @@ class KraftNode:
         self._step_listeners.append(listener)
 
     def step(self, action: Callable[[RaftCore, int], None]) -> None:
+        """One event into the core, then what it asks for. A fatal error (see FATAL) stops
+        the node before anything else is sent; any other error is the action's own answer
+        to its caller (a refused controller operation) and leaves the core as it was."""
         core = self.core
         if core is None or self.stopping or self.failure is not None:
             return
         try:
             action(core, self.now())
-        except InvariantViolation as e:
+        except FATAL as e:
             self._fail(e)
             return
-        self._after_step(core)
+        try:
+            self._after_step(core)
+        except FATAL as e:
+            self._fail(e)
 
     def _fail(self, error: BaseException) -> None:
-        log.critical("node %d stops: %s", self.node_id, error)
+        """Stops serving at once: nothing is stepped, sent or acknowledged after this."""
+        if self.failure is not None:
+            return
         self.failure = error
+        self.failed.set()
+        if isinstance(error, OSError):
+            log.critical(
+                "node %d stops: %s. Nothing more is acknowledged; the node exits without flushing. Check "
+                "the disk (dmesg, free space), then restart it: it recovers from what reached the disk",
+                self.node_id, error,
+            )
+        else:
+            log.critical("node %d stops: %s", self.node_id, error)
         for future in self._replies.values():
             if not future.done():
                 future.set_exception(error)
@@ -363,8 +365,12 @@ class KraftNode:
     async def _flush(self) -> None:
         """Group commit: one fsync, in a worker thread, for every append made before it began."""
         try:
-            while self.core is not None and self.core.wants_flush and not self.stopping:
-                await asyncio.to_thread(self.log.flush)
+            while self.core is not None and self.core.wants_flush and not self.stopping and self.failure is None:
+                try:
+                    await asyncio.to_thread(self.log.flush)
+                except FATAL as e:
+                    self._fail(e)
+                    return
                 self.step(lambda core, now: core.handle_flush(now))
         finally:
             self._flushing = False
@@ -373,7 +379,11 @@ class KraftNode:
         started = time.monotonic()
         try:
             await asyncio.to_thread(job.run)
-        except Exception as e:  # a failed snapshot is logged and retried later, never fatal
+        except FATAL as e:  # the snapshot's file could not be written: the disk is failing
+            self.controller.finish_snapshot(job, e)
+            self._fail(e)
+            return
+        except Exception as e:  # any other failure is logged and the snapshot retried later
             self.controller.finish_snapshot(job, e)
             return
         self.controller.finish_snapshot(job)

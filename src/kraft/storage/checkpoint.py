@@ -7,20 +7,34 @@
 Written with atomic_write, read strictly: a file that does not parse is an error naming it.
 The recovery point changes on every flush, so `InPlaceOffsetCheckpoint` rewrites it in
 place instead (see there).
+
+The two offset checkpoints carry a checksum. The log start and the recovery point decide
+what the log may delete and what it may cut, so a flipped digit in either must be caught
+before it acts: `1301` read as `3301` once made a node delete a segment that no snapshot
+covered. Kafka's format has no room for a checksum line (its reader counts the entries),
+so the checksum is a second entry under a name no topic can clash with, `__kraft_crc32c`
+(partition 0, the CRC32C of every byte before that line). Kafka reads such a file as two
+partitions' offsets and ignores the one it does not host; kraft reads files written by
+Kafka, which have no checksum entry, and then relies on the cross-checks in file_log.py.
+The leader-epoch checkpoint cannot carry one (Kafka's reader takes every entry as an
+epoch); it is checked against the log's batches instead, entry by entry.
 """
 
 import os
 from pathlib import Path
 
+import crc32c
+
+from kraft.storage import fsutil
 from kraft.storage.errors import CorruptCheckpointError
-from kraft.storage.fsutil import atomic_write
 
 VERSION = 0
+CHECKSUM_ENTRY = "__kraft_crc32c"
 
 
 def write_checkpoint(path: Path, entries: list[tuple[object, ...]]) -> None:
     lines = [str(VERSION), str(len(entries)), *(" ".join(str(f) for f in e) for e in entries)]
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
+    fsutil.atomic_write(path, ("\n".join(lines) + "\n").encode())
 
 
 def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
@@ -44,20 +58,40 @@ def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
     return entries
 
 
+def _offset_content(topic: str, partition: int, offset: int) -> bytes:
+    """A one-partition offset checkpoint with its checksum entry. The offset is zero-padded
+    to 20 digits and the checksum to 10, so every version has the same length."""
+    body = f"{VERSION}\n2\n{topic} {partition} {offset:020d}\n".encode()
+    return body + f"{CHECKSUM_ENTRY} 0 {crc32c.crc32c(body):010d}\n".encode()
+
+
 def read_offset_checkpoint(path: Path, topic: str, partition: int) -> int | None:
-    """One partition's offset from a log-dir level checkpoint (log start, recovery point)."""
+    """One partition's offset from a log-dir level checkpoint (log start, recovery point),
+    or None if the file does not exist or does not name the partition. Raises
+    CorruptCheckpointError if it does not parse or its checksum entry disagrees."""
     entries = read_checkpoint(path, 3)
-    for name, index, offset in entries or []:
+    if entries is None:
+        return None
+    found: int | None = None
+    for name, index, offset in entries:
+        if name == CHECKSUM_ENTRY:
+            body = path.read_bytes()
+            line = body.rfind(f"\n{CHECKSUM_ENTRY} ".encode()) + 1
+            if not offset.isdigit() or crc32c.crc32c(body[:line]) != int(offset):
+                raise CorruptCheckpointError(f"{path}: checksum mismatch: the file is damaged")
+            continue
         try:
             if name == topic and int(index) == partition:
-                return int(offset)
+                found = int(offset)
         except ValueError:
             raise CorruptCheckpointError(f"{path}: bad partition or offset in {name} {index} {offset}") from None
-    return None
+    if found is not None and found < 0:
+        raise CorruptCheckpointError(f"{path}: negative offset {found} for {topic}-{partition}")
+    return found
 
 
 def write_offset_checkpoint(path: Path, topic: str, partition: int, offset: int) -> None:
-    write_checkpoint(path, [(topic, partition, offset)])
+    fsutil.atomic_write(path, _offset_content(topic, partition, offset))
 
 
 class InPlaceOffsetCheckpoint:
@@ -67,28 +101,22 @@ class InPlaceOffsetCheckpoint:
     The recovery point must be durable before a flushed offset is reported, or opening
     cannot tell fsynced data gone bad (refused) from a torn tail (cut). Kafka's way, a
     temporary file and a rename, costs three fsyncs, so Kafka writes its recovery point
-    lazily. Here the offset is zero-padded to 20 digits: every version of the file has the
-    same length and lies in its first disk sector, so a pwrite over the old bytes leaves the
-    old value or the new after a crash, and fdatasync has no metadata to write. The file
-    still reads as Kafka's format (the padded number parses the same).
+    lazily. Here every version of the file has the same length (see `_offset_content`)
+    and lies in its first disk sector, so a pwrite over the old bytes leaves the old value
+    or the new after a crash, and fdatasync has no metadata to write. The file still reads
+    as Kafka's format.
     """
 
-    def __init__(self, path: Path, topic: str, partition: int) -> None:
+    def __init__(self, path: Path, topic: str, partition: int, offset: int) -> None:
         self.path = path
-        self._prefix = f"{VERSION}\n1\n{topic} {partition} "
-        current = read_offset_checkpoint(path, topic, partition)
-        if current is None or path.read_bytes() != self._content(current):
-            atomic_write(path, self._content(current or 0))  # the padded form, written whole once
-        self._fd = os.open(path, os.O_WRONLY)
-
-    def _content(self, offset: int) -> bytes:
-        return f"{self._prefix}{offset:020d}\n".encode()
+        self._topic, self._partition = topic, partition
+        fsutil.atomic_write(path, _offset_content(topic, partition, offset))  # the fixed-length form, whole once
+        with fsutil.disk("open", path):
+            self._fd = os.open(path, os.O_WRONLY)
 
     def write(self, offset: int) -> None:
-        data = self._content(offset)
-        if os.pwrite(self._fd, data, 0) != len(data):
-            raise OSError(f"{self.path}: short write")
-        os.fdatasync(self._fd)
+        fsutil.pwrite_all(self._fd, _offset_content(self._topic, self._partition, offset), 0, self.path)
+        fsutil.fdatasync(self._fd, self.path)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -39,12 +39,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kraft.records import BatchHeader, CorruptRecordError, iter_file_batches
+from kraft.storage import fsutil
 from kraft.storage.checkpoint import InPlaceOffsetCheckpoint, read_offset_checkpoint, write_offset_checkpoint
 from kraft.storage.epoch_cache import LeaderEpochCache
-from kraft.storage.errors import CorruptCheckpointError, CorruptLogError
-from kraft.storage.fsutil import fsync_dir
+from kraft.storage.errors import CorruptCheckpointError, CorruptLogError, SnapshotError
 from kraft.storage.log import DEFAULT_MAX_BATCH_BYTES, ReplicatedLog
 from kraft.storage.segment import DEFAULT_INDEX_INTERVAL_BYTES, Segment
+from kraft.storage.snapshot import parse_snapshot_file_name
 from kraft.storage.types import FileRegion, LogReadInfo
 
 log = logging.getLogger("kraft.storage")
@@ -59,6 +60,8 @@ DEFAULT_SEGMENT_MS = 7 * 24 * 3600 * 1000
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
 _LEFTOVERS = (".tmp", ".deleted", ".cleaned", ".swap")
+# The recovery point when its checkpoint is missing or damaged: above every offset.
+_ALL_FSYNCED = 2**63
 
 
 def _now_ms() -> int:
@@ -131,12 +134,14 @@ class FileLog(ReplicatedLog):
     def _recover(self) -> None:
         for leftover in self.directory.iterdir():
             if leftover.suffix in _LEFTOVERS:
-                leftover.unlink()
+                fsutil.unlink(leftover)
         for leftover in self.directory.parent.glob("*-checkpoint.*.tmp"):  # an interrupted checkpoint write
-            leftover.unlink(missing_ok=True)
-        checkpointed_start = self._read_offset(LOG_START_CHECKPOINT)
-        self._start_offset = checkpointed_start or 0
-        self._recovery_point = self._read_offset(RECOVERY_POINT_CHECKPOINT) or 0
+            fsutil.unlink(leftover, missing_ok=True)
+        claimed_start = self._read_offset(LOG_START_CHECKPOINT)
+        recovery_point = self._read_offset(RECOVERY_POINT_CHECKPOINT)
+        # Without a recovery point nothing tells a torn tail from fsynced data gone bad, so
+        # every batch counts as fsynced: damage anywhere is refused, never cut.
+        self._recovery_point = _ALL_FSYNCED if recovery_point is None else recovery_point
         try:
             checkpointed: LeaderEpochCache | None = LeaderEpochCache.read(self.directory / EPOCH_CHECKPOINT)
         except CorruptCheckpointError as e:
@@ -146,13 +151,13 @@ class FileLog(ReplicatedLog):
         bases = sorted(int(m.group(1)) for p in self.directory.iterdir() if (m := _SEGMENT_FILE.match(p.name)))
         for index in self.directory.glob("*.index"):
             if index.stem.isdigit() and int(index.stem) not in bases:
-                index.unlink()
+                fsutil.unlink(index)
         rebuilt = LeaderEpochCache()
         expected: int | None = None
         for n, base in enumerate(bases):
             segment = Segment(self.directory, base, created_ms=self.clock(), index_interval_bytes=self.index_interval_bytes)
-            if expected is None and checkpointed_start is not None and base > checkpointed_start:
-                expected = checkpointed_start  # the log's first segment is missing
+            if expected is None and claimed_start is not None and base > claimed_start:
+                expected = claimed_start  # the log's first segment is missing
             if expected is not None and base != expected:
                 self._damage(segment, 0, expected, f"segment starts at offset {base}, expected {expected}")
                 segment.delete()
@@ -168,14 +173,14 @@ class FileLog(ReplicatedLog):
                 self._drop_segments(bases[n + 1 :])
                 break
 
-        self._settle_start_offset()
+        self._settle_start_offset(claimed_start)
         leo = self.end_offset
-        if leo < self._recovery_point:
+        if recovery_point is not None and leo < recovery_point:
             last = self._segments[-1]
             raise CorruptLogError(
                 last.path,
                 last.size,
-                f"the log ends at offset {leo}, but offsets below the recovery point {self._recovery_point} "
+                f"the log ends at offset {leo}, but offsets below the recovery point {recovery_point} "
                 "were fsynced: a segment is missing or was cut short, so opening refuses rather than lose them",
             )
         rebuilt.truncate_from_start(self._start_offset)
@@ -186,10 +191,13 @@ class FileLog(ReplicatedLog):
             self._epochs.save()
         # What survived may be only in the page cache (the process died, the machine did not).
         for segment in self._segments:
-            os.fsync(segment.file.fd)
+            fsutil.fsync(segment.file.fd, segment.path)
         self._flushed = leo
-        self._recovery = InPlaceOffsetCheckpoint(self.directory.parent / RECOVERY_POINT_CHECKPOINT, self.topic, self.partition)
-        self._write_recovery_point(leo)
+        self._recovery_point = leo
+        self._recovery = InPlaceOffsetCheckpoint(
+            self.directory.parent / RECOVERY_POINT_CHECKPOINT, self.topic, self.partition, leo
+        )
+        self._recovery_point_written_ms = self.clock()
 
     def _scan(
         self, segment: Segment, base: int, checkpointed: LeaderEpochCache | None, rebuilt: LeaderEpochCache
@@ -207,7 +215,8 @@ class FileLog(ReplicatedLog):
                     raise CorruptRecordError(
                         h.position,
                         f"batch at offset {h.base_offset} has leader epoch {h.partition_leader_epoch}, "
-                        f"but {EPOCH_CHECKPOINT} and the batches before it say epoch {want if want is not None else latest}",
+                        f"but {EPOCH_CHECKPOINT} and the batches before it say epoch "
+                        f"{want if want is not None else latest} (one of the two is damaged)",
                     )
                 rebuilt.assign(h.partition_leader_epoch, h.base_offset)
                 headers.append(h)
@@ -220,11 +229,16 @@ class FileLog(ReplicatedLog):
     def _damage(self, segment: Segment, position: int, offset: int, reason: str) -> None:
         """Refuses damage to fsynced data; cuts an unflushed tail at `position` and says so."""
         if offset < self._recovery_point:
+            known = self._recovery_point != _ALL_FSYNCED
             raise CorruptLogError(
                 segment.path,
                 position,
                 f"{reason} (offset {offset} is below the recovery point {self._recovery_point}: "
-                f"this data was fsynced, so it is refused rather than dropped)",
+                f"this data was fsynced, so it is refused rather than dropped)" if known else
+                f"{reason} ({RECOVERY_POINT_CHECKPOINT} is missing or damaged, so nothing tells a torn tail "
+                "from fsynced data gone bad: refused rather than cut. If the node crashed and this is its "
+                "unflushed tail, remove the damaged batches by hand, or move the partition directory away "
+                "to re-replicate it from the quorum)",
             )
         size = os.fstat(segment.file.fd).st_size
         log.warning(
@@ -235,37 +249,79 @@ class FileLog(ReplicatedLog):
             size - position,
             reason,
         )
-        os.ftruncate(segment.file.fd, position)
-        os.fsync(segment.file.fd)
+        fsutil.ftruncate(segment.file.fd, position, segment.path)
+        fsutil.fsync(segment.file.fd, segment.path)
 
     def _drop_segments(self, bases: list[int]) -> None:
         for base in bases:
             log.warning("%s: dropped segment %020d.log after the cut", self.directory.name, base)
             for path in (self.directory / f"{base:020d}.log", self.directory / f"{base:020d}.index"):
-                path.unlink(missing_ok=True)
+                fsutil.unlink(path, missing_ok=True)
         if bases:
-            fsync_dir(self.directory)
+            fsutil.fsync_dir(self.directory)
 
-    def _settle_start_offset(self) -> None:
-        """Start offset: the checkpoint's, or the first segment's; segments wholly below it go."""
-        if self._segments:
-            self._start_offset = max(self._start_offset, self._segments[0].base_offset)
+    def _snapshot_ends(self) -> set[int]:
+        """End offsets of the frozen snapshots beside the segments, from their names alone
+        (their bytes are checked where they are loaded)."""
+        ends = set()
+        for path in self.directory.glob("*.checkpoint"):
+            try:
+                ends.add(parse_snapshot_file_name(path.name).end_offset)
+            except SnapshotError:
+                continue
+        return ends
+
+    def _settle_start_offset(self, claimed: int | None) -> None:
+        """The start offset, checked against the log and the snapshots before anything acts
+        on it; segments wholly below it go.
+
+        KIP-630 moves a log's start only to a snapshot's end, and the snapshot there is kept,
+        so a start above the first segment's base must name a snapshot. A checkpoint that
+        does not (or is missing, or failed its checksum) is not believed: the start is the
+        lowest the log and the snapshots allow, so nothing is deleted on its word.
+        """
+        ends = self._snapshot_ends()
+        first = self._segments[0].base_offset if self._segments else None
+        if first is None:
+            start = claimed if claimed is not None and (claimed == 0 or claimed in ends) else 0
+            if claimed is not None and start != claimed:
+                log.warning("%s: %s says %d, but the log is empty and no snapshot ends there: the log starts at 0",
+                            self.directory.name, LOG_START_CHECKPOINT, claimed)
+        elif claimed is not None and (claimed <= first or claimed in ends):
+            start = max(claimed, first)
+        else:
+            end = self._segments[-1].next_offset
+            start = first if first == 0 or first in ends else min((e for e in ends if first <= e <= end), default=first)
+            if claimed is not None:
+                log.warning(
+                    "%s: %s says the log starts at %d, but no snapshot ends there (snapshots end at %s): "
+                    "it starts at %d, where the log and its snapshots agree, and nothing is deleted",
+                    self.directory.name, LOG_START_CHECKPOINT, claimed, sorted(ends) or "none", start,
+                )
+        self._start_offset = start
         # The last segment stays, as the active one, even if it ends right at the start offset.
-        while len(self._segments) > 1 and self._segments[0].next_offset <= self._start_offset:
+        while len(self._segments) > 1 and self._segments[0].next_offset <= start:
             self._segments.pop(0).delete()
-        if self._segments and self._segments[-1].next_offset < self._start_offset:
+        if self._segments and self._segments[-1].next_offset < start:
             # A crash inside truncate_fully_and_start_at: all that is left lies below the start.
             for segment in self._segments:
                 segment.delete()
             self._segments = []
         if not self._segments:
-            self._segments.append(self._new_segment(self._start_offset))
-        self._write_offset(LOG_START_CHECKPOINT, self._start_offset)
+            self._segments.append(self._new_segment(start))
+        self._write_offset(LOG_START_CHECKPOINT, start)
 
     # ---------------------------------------------------------------- checkpoints
 
     def _read_offset(self, name: str) -> int | None:
-        return read_offset_checkpoint(self.directory.parent / name, self.topic, self.partition)
+        """A checkpoint's offset for this partition; None if it is missing or damaged (said
+        once in the log), which callers take as the conservative case."""
+        try:
+            return read_offset_checkpoint(self.directory.parent / name, self.topic, self.partition)
+        except CorruptCheckpointError as e:
+            log.warning("%s; not believed: %s", e, "the whole log counts as fsynced"
+                        if name == RECOVERY_POINT_CHECKPOINT else "the start comes from the log and its snapshots")
+            return None
 
     def _write_offset(self, name: str, offset: int) -> None:
         write_offset_checkpoint(self.directory.parent / name, self.topic, self.partition, offset)
@@ -288,7 +344,7 @@ class FileLog(ReplicatedLog):
             self.directory, base_offset, created_ms=self.clock(), index_interval_bytes=self.index_interval_bytes
         )
         segment.load_scanned([], 0)
-        fsync_dir(self.directory)
+        fsutil.fsync_dir(self.directory)
         return segment
 
     def _write(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
@@ -333,7 +389,7 @@ class FileLog(ReplicatedLog):
         for segment in doomed:
             segment.delete()
         if doomed:
-            fsync_dir(self.directory)
+            fsutil.fsync_dir(self.directory)
         self._segments[i].truncate(offset)
         self._flushed = min(self._flushed, self.end_offset)
 
@@ -356,7 +412,7 @@ class FileLog(ReplicatedLog):
             self._segments.append(self._new_segment(self.end_offset))
         while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
             self._segments.pop(0).delete()
-        fsync_dir(self.directory)
+        fsutil.fsync_dir(self.directory)
 
     # ---------------------------------------------------------------- reads
 
@@ -369,12 +425,15 @@ class FileLog(ReplicatedLog):
             return LogReadInfo(b"", start_offset, start_offset)
         return LogReadInfo(FileRegion(segment.file, span.position, span.length), span.first_offset, span.next_offset)
 
-    def close(self) -> None:
-        self.flush()
+    def close(self, flush: bool = True) -> None:
+        """Flushes and closes. `flush=False` after a disk error: writes nothing more (a
+        retried fsync can succeed with the data already lost) and only lets go of the files."""
+        if flush:
+            self.flush()
         with self._flush_lock:
-            if self._recovery_point < self._flushed:
+            if flush and self._recovery_point < self._flushed:
                 self._write_recovery_point(self._flushed)
             for segment in self._segments:
-                segment.close()
+                segment.close(write_index=flush)
             if self._recovery is not None:
                 self._recovery.close()

@@ -1,7 +1,17 @@
-"""Durable file operations: the only ways this package makes something survive a crash."""
+"""Durable file operations: the only ways this package makes something survive a crash.
+
+Every operation that writes, syncs, renames or removes goes through here, and a failure
+comes out as `DiskError`: an OSError that names the operation and the file. Callers do not
+retry it. After a failed fsync the kernel may already have dropped the dirty pages it could
+not write (PostgreSQL's "fsyncgate"), and a second fsync then succeeds with the data gone;
+so the only safe answer to a failed write, sync or rename is to stop acknowledging, which
+the node does by stopping (kraft.server.node).
+"""
 
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -13,23 +23,75 @@ from pathlib import Path
 WRITE_PIECE = 1 << 20
 
 
-def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+class DiskError(OSError):
+    """A write, sync, truncation, rename or removal failed: the data's durability is unknown."""
+
+    def __init__(self, operation: str, path: Path | str, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), str(path))
+        self.operation = operation
+
+    def __str__(self) -> str:
+        return f"{self.operation} failed on {self.filename}: [Errno {self.errno}] {self.strerror}"
+
+
+@contextmanager
+def disk(operation: str, path: Path | str) -> Iterator[None]:
+    """Turns an OSError from the block into a DiskError naming `operation` and `path`."""
+    try:
+        yield
+    except DiskError:
+        raise
+    except OSError as e:
+        raise DiskError(operation, path, e) from e
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int, path: Path | str) -> None:
     """Writes all of `data` at `offset`, in pieces of at most WRITE_PIECE bytes."""
-    written = os.pwrite(fd, data, offset) if len(data) <= WRITE_PIECE else 0
-    if written == len(data):
-        return
-    view = memoryview(data)
-    while written < len(view):
-        written += os.pwrite(fd, view[written : written + WRITE_PIECE], offset + written)
+    with disk("write", path):
+        written = os.pwrite(fd, data, offset) if len(data) <= WRITE_PIECE else 0
+        if written == len(data):
+            return
+        view = memoryview(data)
+        while written < len(view):
+            n = os.pwrite(fd, view[written : written + WRITE_PIECE], offset + written)
+            if n == 0:
+                raise OSError(0, f"short write: {written} of {len(view)} bytes")
+            written += n
+
+
+def fsync(fd: int, path: Path | str) -> None:
+    with disk("fsync", path):
+        os.fsync(fd)
+
+
+def fdatasync(fd: int, path: Path | str) -> None:
+    with disk("fdatasync", path):
+        os.fdatasync(fd)
+
+
+def ftruncate(fd: int, size: int, path: Path | str) -> None:
+    with disk("truncate", path):
+        os.ftruncate(fd, size)
+
+
+def rename(source: Path, target: Path) -> None:
+    with disk("rename", f"{source} -> {target}"):
+        os.rename(source, target)
+
+
+def unlink(path: Path, missing_ok: bool = False) -> None:
+    with disk("unlink", path):
+        path.unlink(missing_ok=missing_ok)
 
 
 def fsync_dir(directory: Path) -> None:
     """Makes creations, renames and deletions in `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with disk("fsync", directory):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -40,11 +102,13 @@ def atomic_write(path: Path, data: bytes) -> None:
     each other's temporary file (the last rename wins, whole).
     """
     tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with disk("write", tmp):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        pwrite_all(fd, data, 0)
-        os.fsync(fd)
+        pwrite_all(fd, data, 0, tmp)
+        fsync(fd, tmp)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    with disk("rename", f"{tmp} -> {path}"):
+        os.replace(tmp, path)
     fsync_dir(path.parent)

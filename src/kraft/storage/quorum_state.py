@@ -3,12 +3,19 @@
 Raft's safety needs these to survive a crash before a vote is granted or an epoch entered:
 a replica that forgot its vote could vote twice in one epoch. Kafka's JSON format
 (QuorumStateData v0), written atomically: temp file, fsync, rename, directory fsync.
+
+A second line carries the CRC32C of the first (`{"crc32c":N}`): a flipped digit in the
+epoch or the vote would otherwise be believed, and a replica that misremembers its vote is
+exactly the one that votes twice. Kafka reads only the first line, so it still reads the
+file; a file written by Kafka has no second line and is read as it is.
 """
 
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+
+import crc32c
 
 from kraft.storage.errors import CorruptCheckpointError
 from kraft.storage.fsutil import atomic_write
@@ -45,8 +52,10 @@ class FileQuorumStateStore(QuorumStateStore):
         except FileNotFoundError:
             return None
         text = raw.decode(errors="replace")
+        first, _, rest = raw.partition(b"\n")
+        self._check_sum(first, rest)
         try:
-            data = json.loads(raw)
+            data = json.loads(first)
             return ElectionState(
                 epoch=int(data["leaderEpoch"]),
                 leader_id=None if data["leaderId"] == NO_ID else int(data["leaderId"]),
@@ -66,7 +75,23 @@ class FileQuorumStateStore(QuorumStateStore):
             "currentVoters": [{"voterId": v} for v in state.voters],
             "data_version": 0,
         }
-        atomic_write(self.path, json.dumps(data, separators=(",", ":")).encode())
+        first = json.dumps(data, separators=(",", ":")).encode()
+        atomic_write(self.path, first + b"\n" + json.dumps({"crc32c": crc32c.crc32c(first)}).encode() + b"\n")
+
+    def _check_sum(self, first: bytes, rest: bytes) -> None:
+        if not rest.strip():
+            return  # written by Kafka
+        try:
+            expected = json.loads(rest)["crc32c"]
+        except (ValueError, KeyError, TypeError):
+            expected = None
+        if expected != crc32c.crc32c(first):
+            raise CorruptCheckpointError(
+                f"{self.path}: checksum mismatch: the file is damaged, so this node cannot know the epoch "
+                "and vote it stored, and starting could make it vote twice in one epoch. Restore the file "
+                "from a backup, or remove it once the rest of the quorum has elected a leader in a newer "
+                "epoch than this node can have seen"
+            )
 
 
 class MemoryQuorumStateStore(QuorumStateStore):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kraft.records import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_header
-from kraft.storage.fsutil import pwrite_all
+from kraft.storage import fsutil
 from kraft.storage.types import SharedFd
 
 log = logging.getLogger("kraft.storage")
@@ -59,7 +59,8 @@ class Segment:
         self.base_offset = base_offset
         self.path = directory / segment_name(base_offset)
         self.index_path = directory / index_name(base_offset)
-        self.file = SharedFd(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644))
+        with fsutil.disk("open", self.path):
+            self.file = SharedFd(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644))
         self.size = 0
         self.next_offset = base_offset
         self.created_ms = created_ms
@@ -73,7 +74,8 @@ class Segment:
         self._index_positions = array("q")
         self._bytes_since_index = 0
         self._index_written = 0  # entries already in the index file; the rest are pending
-        self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
+        with fsutil.disk("open", self.index_path):
+            self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
 
     # ---------------------------------------------------------------- recovery support
 
@@ -102,8 +104,8 @@ class Segment:
 
     def _write_index_file(self) -> None:
         data = self._index_bytes()
-        os.ftruncate(self._index_fd, 0)
-        os.pwrite(self._index_fd, data, 0)
+        fsutil.ftruncate(self._index_fd, 0, self.index_path)
+        fsutil.pwrite_all(self._index_fd, data, 0, self.index_path)
         self._index_written = len(self._index_offsets)
 
     def write_pending_index(self) -> None:
@@ -116,7 +118,7 @@ class Segment:
                 INDEX_ENTRY.pack(self._index_offsets[i] - self.base_offset, self._index_positions[i])
                 for i in range(start, n)
             )
-            os.pwrite(self._index_fd, data, start * INDEX_ENTRY.size)
+            fsutil.pwrite_all(self._index_fd, data, start * INDEX_ENTRY.size, self.index_path)
             self._index_written = n
 
     # ---------------------------------------------------------------- writes
@@ -137,7 +139,7 @@ class Segment:
     def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
         """Appends validated batches; `headers` carry positions within `data`."""
         base = self.size
-        pwrite_all(self.file.fd, data, base)
+        fsutil.pwrite_all(self.file.fd, data, base, self.path)
         self.appends += 1  # counted before the new end is visible, so a flush that sees it fsyncs
         self._index(headers, base - headers[0].position)
         if len(self._index_offsets) - self._index_written >= 256:
@@ -150,7 +152,7 @@ class Segment:
         """fsyncs every append made before the call (and perhaps some made during it)."""
         seen = self.appends
         if seen != self._synced_appends:
-            os.fsync(self.file.fd)
+            fsutil.fsync(self.file.fd, self.path)
             self._synced_appends = seen
 
     def truncate(self, offset: int) -> None:
@@ -158,8 +160,8 @@ class Segment:
         span = self.locate(offset)
         position = span.position if span else self.size
         offset = span.first_offset if span else self.next_offset
-        os.ftruncate(self.file.fd, position)
-        os.fsync(self.file.fd)
+        fsutil.ftruncate(self.file.fd, position, self.path)
+        fsutil.fsync(self.file.fd, self.path)
         keep = bisect_right(self._index_positions, position - 1)
         del self._index_offsets[keep:], self._index_positions[keep:]
         self._write_index_file()
@@ -210,8 +212,9 @@ class Segment:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def close(self) -> None:
-        self.write_pending_index()
+    def close(self, write_index: bool = True) -> None:
+        if write_index:
+            self.write_pending_index()
         os.close(self._index_fd)
         self._index_fd = -1
 
@@ -219,4 +222,4 @@ class Segment:
         """Unlinks both files; readers holding a region keep reading through the open descriptor."""
         os.close(self._index_fd)
         for path in (self.path, self.index_path):
-            path.unlink(missing_ok=True)
+            fsutil.unlink(path, missing_ok=True)

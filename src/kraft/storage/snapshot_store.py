@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kraft.records import Compression
 from kraft.storage.errors import SnapshotError, SnapshotNotFoundError
-from kraft.storage.fsutil import fsync_dir, pwrite_all
+from kraft.storage import fsutil
 from kraft.storage.log import ReplicatedLog
 from kraft.storage.snapshot import (
     CHECKPOINT_SUFFIX,
@@ -193,7 +193,7 @@ class FileSnapshotStore(SnapshotStore):
                 log.info(
                     "%s: removed %s, left by an unfinished snapshot write or delete", self.directory, path.name
                 )
-                path.unlink()
+                fsutil.unlink(path)
                 removed = True
             elif path.name.endswith(CHECKPOINT_SUFFIX):
                 try:
@@ -211,7 +211,7 @@ class FileSnapshotStore(SnapshotStore):
                     self._found[snapshot_id] = path
         self._ids.sort()
         if removed:
-            fsync_dir(self.directory)
+            fsutil.fsync_dir(self.directory)
 
     @property
     def location(self) -> str:
@@ -234,10 +234,10 @@ class FileSnapshotStore(SnapshotStore):
         background thread; this store is single-threaded, so it unlinks at once, and a
         `.deleted` left by a crash in between is removed on the next open."""
         deleted = self.path(snapshot_id, DELETED_SUFFIX)
-        os.rename(self.path(snapshot_id), deleted)
+        fsutil.rename(self.path(snapshot_id), deleted)
         self._found.pop(snapshot_id, None)
-        fsync_dir(self.directory)
-        deleted.unlink()
+        fsutil.fsync_dir(self.directory)
+        fsutil.unlink(deleted)
 
 
 class _FilePart(_StorePart):
@@ -249,24 +249,25 @@ class _FilePart(_StorePart):
         self._final = store.path(snapshot_id)
         # A part left by an aborted-without-cleanup writer is only ever overwritten: the
         # store allows one writer per id, and a crash's parts are removed on open.
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        with fsutil.disk("open", self.path):
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
 
     def _write(self, view: memoryview) -> None:
-        pwrite_all(self._fd, view, self.size)
+        fsutil.pwrite_all(self._fd, view, self.size, self.path)
 
     def contents(self) -> bytes | mmap.mmap:
         return mmap.mmap(self._fd, self.size, access=mmap.ACCESS_READ) if self.size else b""
 
     def _persist(self) -> None:
-        os.ftruncate(self._fd, self.size)  # anything a failed write left beyond the end goes
-        os.fsync(self._fd)
+        fsutil.ftruncate(self._fd, self.size, self.path)  # anything a failed write left beyond the end goes
+        fsutil.fsync(self._fd, self.path)
         self._close()
-        os.rename(self.path, self._final)
-        fsync_dir(self.path.parent)
+        fsutil.rename(self.path, self._final)
+        fsutil.fsync_dir(self.path.parent)
 
     def _remove(self) -> None:
         self._close()
-        self.path.unlink(missing_ok=True)
+        fsutil.unlink(self.path, missing_ok=True)
 
     def _close(self) -> None:
         if self._fd >= 0:

@@ -46,6 +46,7 @@ from kraft.records import (
 )
 from kraft.storage import (
     ElectionState,
+    InvalidAppendError,
     MemorySnapshotStore,
     OffsetAndEpoch,
     QuorumStateStore,
@@ -64,6 +65,13 @@ log = logging.getLogger("kraft.raft")
 
 NO_LEADER = m.NO_LEADER
 _NO_WAIT = timedelta(0)
+# Epochs are int32 on the wire, and each election takes the next one. A request may move a
+# replica to a newer epoch, but never into the last 2^16: one request naming 2^31-1 was
+# granted once, after which no voter could campaign again (the next epoch does not fit),
+# and the cluster could not serve even after a restart. 2^31 - 2^16 elections do not
+# happen; the core's own elections may still use the reserve, one at a time.
+MAX_EPOCH = 2**31 - 1
+MAX_REQUESTED_EPOCH = MAX_EPOCH - 2**16
 # Bounds on a record's framing in a batch, for sizing batches without encoding them: its
 # length, attributes, timestamp and offset deltas, key and value lengths and header count
 # as varints (at most 5+1+10+5+5+5+5 bytes), and each header's key and value lengths.
@@ -161,6 +169,7 @@ class RaftCore:
         self._successors: tuple[int, ...] = ()
         self._notified: LeaderAndEpoch | None = None
         self._foreign_clusters: set[object] = set()  # cluster ids refused, and peers refusing us (logged once)
+        self._refusals_logged: set[object] = set()  # hostile or broken requests already logged
         # Snapshots (KIP-630).
         self._known_snapshots: list[SnapshotId] = []
         self._snapshot_info: dict[SnapshotId, tuple[int, int]] = {}  # size, last contained log timestamp
@@ -385,6 +394,11 @@ class RaftCore:
         self._election_deadline = now + self._random_election_timeout()
 
     def _become_candidate(self, now: int) -> None:
+        if self.epoch >= MAX_EPOCH:
+            self._log_once("exhausted", logging.CRITICAL, "node %d: cannot campaign: epoch %d is the largest an "
+                           "int32 holds; the quorum needs `kraft restore` or `kraft recover`", self.node_id, self.epoch)
+            self._election_deadline = now + self._random_election_timeout()
+            return
         self._set_state(Role.CANDIDATE, self.epoch + 1, None, self.node_id, now)
         self._start_candidacy_round(now)
 
@@ -462,6 +476,8 @@ class RaftCore:
     def _maybe_learn_leader(self, leader_id: int, epoch: int, now: int) -> bool:
         """Any message naming a newer epoch, or the leader of ours when we do not know it,
         moves this replica there. Returns True if it did."""
+        if self._out_of_reach(epoch, "a response"):
+            return False
         if epoch > self.epoch:
             if leader_id >= 0 and leader_id != self.node_id:
                 self._become_follower(epoch, leader_id, now)
@@ -726,6 +742,8 @@ class RaftCore:
             return answer(ErrorCode.invalid_request)
         if p.replica_epoch < self.epoch:
             return answer(ErrorCode.fenced_leader_epoch)
+        if p.replica_id < 0 or p.replica_id == self.node_id or self._out_of_reach(p.replica_epoch, type(request).__name__):
+            return answer(ErrorCode.invalid_request)
         if not self.is_voter or p.replica_id not in self.config.voters:
             return answer(ErrorCode.inconsistent_voter_set)
         if p.replica_epoch > self.epoch:
@@ -759,11 +777,36 @@ class RaftCore:
             refuse(ErrorCode.unknown_topic_or_partition)
         elif p.leader_epoch < self.epoch:
             refuse(ErrorCode.fenced_leader_epoch)
+        elif p.leader_id < 0 or p.leader_id == self.node_id or self._out_of_reach(p.leader_epoch, type(request).__name__):
+            # This replica knows whether it leads: a message naming it is not from a leader.
+            refuse(ErrorCode.invalid_request)
         elif not self.is_voter or p.leader_id not in self.config.voters:
             refuse(ErrorCode.inconsistent_voter_set)
+        elif p.leader_epoch == self.epoch and self.leader_id is not None and self.leader_id != p.leader_id:
+            # Raft elects one leader per epoch; a second claim is refused, not followed.
+            self._log_once(("claim", p.leader_epoch, p.leader_id), logging.ERROR,
+                           "node %d: refusing %s: node %d claims epoch %d, whose leader is node %d",
+                           self.node_id, type(request).__name__, p.leader_id, p.leader_epoch, self.leader_id)
+            refuse(ErrorCode.invalid_request)
         else:
             return p
         return None
+
+    def _out_of_reach(self, epoch: int, what: str) -> bool:
+        """A newer epoch in the reserve (see MAX_REQUESTED_EPOCH): refused, said once."""
+        if epoch <= self.epoch or epoch <= MAX_REQUESTED_EPOCH:
+            return False
+        self._log_once(("epoch", epoch), logging.ERROR,
+                       "node %d: refusing %s naming epoch %d: epochs above %d are beyond what elections reach",
+                       self.node_id, what, epoch, MAX_REQUESTED_EPOCH)
+        return True
+
+    def _log_once(self, key: object, level: int, message: str, *args: object) -> None:
+        """Hostile or broken peers repeat themselves: one line per kind of refusal."""
+        if key not in self._refusals_logged:
+            if len(self._refusals_logged) < 1000:
+                self._refusals_logged.add(key)
+            log.log(level, message, *args)
 
     def _on_begin_quorum_request(self, handle: Any, request: Any, now: int) -> None:
         p = self._leader_announcement(handle, request, m.begin_quorum_response)
@@ -813,6 +856,7 @@ class RaftCore:
         # As Kafka, a request that cannot be right is refused before its epoch is looked at.
         if (
             request.max_wait < _NO_WAIT
+            or request.replica_id == self.node_id
             or p.fetch_offset < 0
             or p.last_fetched_epoch < 0
             or p.last_fetched_epoch > p.current_leader_epoch
@@ -1048,7 +1092,13 @@ class RaftCore:
             self._truncate_to_diverging(OffsetAndEpoch(p.diverging_epoch.end_offset, p.diverging_epoch.epoch))
             return
         if p.records:
-            self.log.append_as_follower(p.records)
+            try:
+                self.log.append_as_follower(p.records)
+            except InvalidAppendError as e:  # damaged on the way, or a peer that is not a real leader
+                self._log_once(("append", str(e)), logging.WARNING, "node %d: refused records fetched from %d: %s",
+                               self.node_id, source, e)
+                self._retry_at[source] = now + self.config.retry_backoff_ms
+                return
         if p.high_watermark >= 0 and (self.high_watermark is None or p.high_watermark > self.high_watermark):
             self.high_watermark = p.high_watermark
         self._deliver_commits()

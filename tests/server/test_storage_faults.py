@@ -1,7 +1,7 @@
 """Storage fails stop: a node whose disk fails a write, sync or rename stops at once.
 
 Each test runs a real single-voter node (it commits alone, so its own disk decides what is
-acknowledged) with tests/faults/failfs.c preloaded, a file layer that fails chosen calls
+acknowledged) with kraft/cli/failfs.c preloaded, a file layer that fails chosen calls
 on demand and, when a sync fails, drops what the file gained since its last good sync, as
 a kernel may drop dirty pages it could not write. A writer creates topics throughout. The
 node must exit non-zero with one CRITICAL line naming the file and the error, acknowledge
@@ -19,21 +19,17 @@ from pathlib import Path
 import pytest
 
 from kraft.cli.cluster_client import UNREACHABLE, create_topic, topic_names
+from kraft.cli.failfs import build, environment
 from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol import ErrorCode
 from kraft.storage.meta_properties import format_storage
 
 from .cluster_helpers import wait_for
 
-FAILFS = Path(__file__).parents[1] / "faults" / "failfs.c"
-
 
 @pytest.fixture(scope="session")
 def failfs(tmp_path_factory) -> Path:
-    library = tmp_path_factory.mktemp("failfs") / "libfailfs.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-o", str(library), str(FAILFS), "-ldl", "-lpthread"],
-                   check=True)
-    return library
+    return build(tmp_path_factory.mktemp("failfs"))
 
 
 class Writer:
@@ -99,7 +95,7 @@ def test_a_failed_write_or_sync_stops_the_node_and_nothing_after_it_is_acknowled
     cluster = LocalCluster(tmp_path / "cluster", voters=1, observers=0, overrides={
         "metadata.log.max.record.bytes.between.snapshots": "4000",  # snapshots keep coming
         "metadata.snapshot.min.changed_records.ratio": "0",
-    }, env={"LD_PRELOAD": str(failfs), "FAILFS_RULES": str(rules), "FAILFS_LOG": str(faults)})
+    }, env=environment(failfs, rules, faults))
     cluster.start()
     node = cluster.nodes[1]
     writer = Writer(cluster, faults.exists).start()
@@ -124,7 +120,7 @@ def test_a_node_that_cannot_write_its_quorum_state_does_not_start(tmp_path, fail
     rules = tmp_path / "rules"
     rules.write_text("rename EIO quorum-state -1\n")
     cluster = LocalCluster(tmp_path / "cluster", voters=1, observers=0,
-                           env={"LD_PRELOAD": str(failfs), "FAILFS_RULES": str(rules)})
+                           env=environment(failfs, rules))
     with pytest.raises(RuntimeError, match="exited"):
         cluster.start()
     node = cluster.nodes[1]
@@ -134,23 +130,12 @@ def test_a_node_that_cannot_write_its_quorum_state_does_not_start(tmp_path, fail
     assert "Traceback" not in text
 
 
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    """A 384 KiB tmpfs, for a disk that really fills up (mounting needs root)."""
-    mount = tmp_path / "mnt"
-    mount.mkdir()
+def test_a_full_filesystem_stops_the_node_and_nothing_acknowledged_is_lost(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=384k", "tmpfs", str(mount)], check=True)
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def test_a_full_filesystem_stops_the_node_and_nothing_acknowledged_is_lost(tmp_path, small_tmpfs):
     cluster = LocalCluster(tmp_path / "cluster", voters=1, observers=0)
     node = cluster.nodes[1]
-    data = node.data_dir
-    subprocess.run(["umount", "-l", str(small_tmpfs)], check=True)  # the fixture's mount, moved under the node
+    data = node.data_dir  # a 384 KiB tmpfs: a disk that really fills up
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=384k", "tmpfs", str(data)], check=True)
     try:
         format_storage(data, cluster.cluster_id, 1)

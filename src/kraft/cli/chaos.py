@@ -10,7 +10,11 @@ record is committed. Each round injects one fault and heals it after a random wh
 - SIGKILL of the leader, of another voter, or of the observer (no flush, no goodbye);
 - SIGSTOP of the leader for longer than the fetch timeout: it comes back believing it
   leads, and must be fenced by the newer epoch;
-- a graceful stop (SIGTERM: the leader resigns) and restart.
+- a graceful stop (SIGTERM: the leader resigns) and restart;
+- a failing disk on any node (a failed fsync, fdatasync or write, injected by failfs.c):
+  the node must stop at once, with a CRITICAL line saying which file failed, and is
+  restarted on a healthy disk (what it had not synced may be gone, as after a real
+  failure: failfs drops it).
 
 After every round the writer must make progress again. At the end every node must hold
 every acknowledged topic in its metadata image, and all nodes must agree on the high
@@ -24,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraft.cli import failfs
 from kraft.cli.cluster_client import UNREACHABLE, create_topic, leader, topic_names
 from kraft.cli.demo import settled, wait
 from kraft.cli.local_cluster import LocalCluster
@@ -34,7 +39,9 @@ CHAOS_CONFIG = {
     "metadata.snapshot.min.changed_records.ratio": "0",
     "metadata.log.segment.bytes": "65536",
 }
-FAULTS = ("kill-leader", "kill-voter", "kill-observer", "pause-leader", "stop-leader")
+FAULTS = ("kill-leader", "kill-voter", "kill-observer", "pause-leader", "stop-leader", "disk-fault")
+DISK_FAULTS = ("fsync EIO {node}/data/__cluster_metadata-0/0", "fdatasync EIO {node}/data/recovery-point",
+               "pwrite ENOSPC {node}/data/__cluster_metadata-0/0", "pwrite EIO {node}/data/__cluster_metadata-0/0")
 ASK_TIMEOUT = 2.0  # a paused node accepts connections but never answers
 
 
@@ -72,9 +79,30 @@ class Writer:
         self._stop.set()
 
 
-def inject(cluster: LocalCluster, fault: str, rng: random.Random) -> str:
+def fail_disk(cluster: LocalCluster, target: int, rng: random.Random, rules: Path) -> str:
+    """One failing call on `target`'s disk; it must stop with a CRITICAL line naming it."""
+    node = cluster.nodes[target]
+    rule = rng.choice(DISK_FAULTS).format(node=node.directory.name)
+    rules.write_text(rule + " 1\n")
+    try:
+        node.process.wait(60)
+    finally:
+        rules.write_text("")
+    critical = [line for line in node.log_path.read_text().splitlines() if "CRITICAL" in line]
+    if node.process.returncode != 2 or not critical or "failed on" not in critical[-1]:
+        raise TimeoutError(f"node {target} did not stop with a CRITICAL line after '{rule}' "
+                           f"(exit {node.process.returncode}); see {node.log_path}")
+    cluster.start(target)
+    failed = critical[-1].split("failed on ", 1)[1].split(":", 1)[0]
+    call, error, _ = rule.split(" ", 2)
+    return f"disk-fault ({call} {error}) on node {target}: it stopped naming {Path(failed).name}, and restarted"
+
+
+def inject(cluster: LocalCluster, fault: str, rng: random.Random, rules: Path) -> str:
     """Applies `fault`, waits a random while, heals it; says what it did."""
     current, epoch = leader(cluster, ask_timeout=ASK_TIMEOUT)
+    if fault == "disk-fault":
+        return fail_disk(cluster, rng.choice(list(cluster.nodes)), rng, rules)
     voters = [n for n in cluster.voter_ids if n != current]
     observers = [n for n, node in cluster.nodes.items() if not node.voter]
     target = {"kill-voter": rng.choice(voters), "kill-observer": rng.choice(observers)}.get(fault, current)
@@ -98,7 +126,11 @@ def inject(cluster: LocalCluster, fault: str, rng: random.Random) -> str:
 def run(directory: Path, rounds: int, seed: int) -> int:
     rng = random.Random(seed)
     shutil.rmtree(directory, ignore_errors=True)
-    cluster = LocalCluster(directory, voters=3, observers=1, overrides=CHAOS_CONFIG)
+    rules = directory / "failfs.rules"
+    library = failfs.build(directory / "failfs")
+    rules.write_text("")
+    cluster = LocalCluster(directory, voters=3, observers=1, overrides=CHAOS_CONFIG,
+                           env=failfs.environment(library, rules))
     print(f"chaos: {rounds} rounds, seed {seed}, cluster in {directory}", flush=True)
     cluster.start()
     writer = Writer(cluster)
@@ -108,7 +140,7 @@ def run(directory: Path, rounds: int, seed: int) -> int:
         wait("the first acknowledged write", lambda: len(writer.acknowledged) >= 5)
         for i in range(1, rounds + 1):
             fault = rng.choice(FAULTS)
-            what = inject(cluster, fault, rng)
+            what = inject(cluster, fault, rng, rules)
             before = len(writer.acknowledged)
             took = wait("writes after the fault", lambda: len(writer.acknowledged) >= before + 3, timeout=30)
             print(f"round {i}: {what}; writes flowing again {took:.1f} s later; "

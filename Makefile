@@ -11,8 +11,10 @@ SEEDS ?= 2000
 JOBS ?= 2
 ROUNDS ?= 30
 CHAOS_SEED ?= 1
+FUZZ_INPUTS ?= 1000000
+FUZZ_SEED ?= 1
 
-.PHONY: demo test bench simulate chaos clean
+.PHONY: demo test bench simulate chaos fuzz clean
 
 demo: $(CODEC)
 	$(PY) -m kraft.cli demo
@@ -31,6 +33,10 @@ simulate: $(CODEC)
 chaos: $(CODEC)
 	$(PY) -m kraft.cli chaos --rounds $(ROUNDS) --seed $(CHAOS_SEED) --dir .chaos-data
 
+# Hostile requests against a real node on both listeners; see src/kraft/cli/fuzz.py.
+fuzz: $(CODEC)
+	$(PY) -m kraft.cli fuzz --inputs $(FUZZ_INPUTS) --seed $(FUZZ_SEED) --dir .fuzz-data
+
 # A venv is made only once, so only then is $(PYTHON) checked: kraft needs 3.11 or newer.
 $(INSTALLED): pyproject.toml setup.py Makefile
 	@test -x $(PY) || $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -46,8 +52,10 @@ $(BENCH_INSTALLED): $(INSTALLED)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS),bench]'
 	touch $@
 
-# The C extensions (record codec, metadata record reader) are rebuilt in place whenever a source changes.
-$(CODEC): $(INSTALLED) src/kraft/records/_codec.c src/kraft/metadata/_fields.c
+# The C extensions (record codec, metadata record reader, shape check) are rebuilt in place
+# whenever a source changes.
+$(CODEC): $(INSTALLED) src/kraft/records/_codec.c src/kraft/metadata/_fields.c \
+    src/kraft/protocol/_shape.c
 	$(PY) setup.py -q build_ext --inplace
 	touch $@
 

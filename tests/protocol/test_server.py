@@ -3,6 +3,7 @@
 import asyncio
 import socket
 import struct
+from datetime import timedelta
 
 import pytest
 from aiokafka.conn import create_conn
@@ -11,6 +12,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kio.schema.describe_quorum.v1.response import DescribeQuorumResponse
 
 from kraft.protocol import ErrorCode, KafkaServer, encode_request, request_class
+from kraft.protocol.build import build_response
 
 
 def connect(t) -> socket.socket:
@@ -141,3 +143,26 @@ def test_bad_frames_close_only_their_connection(make_server, bad):
         assert api_versions(bystander, 3, correlation_id=9).header.correlation_id == 9
         with connect(t) as newcomer:
             assert api_versions(newcomer, 4).error_code == 0
+
+
+def test_confluent_kafka_admin_metadata_with_bytes_left_over_is_served(make_server):
+    """librdkafka's admin client sends Metadata v13 with three bytes after the request; Kafka
+    ignores them, and the connection must not close over them."""
+    from confluent_kafka.admin import AdminClient
+
+    server = KafkaServer()
+    requests = []
+
+    async def metadata(header, request):
+        requests.append(header.request_api_version)
+        return build_response(3, header.request_api_version, {
+            "throttle_time": timedelta(0), "cluster_id": "c", "controller_id": 1, "topics": [],
+            "brokers": [{"node_id": 1, "host": t.host, "port": t.port, "rack": None}],
+            "cluster_authorized_operations": -(2**31), "error_code": ErrorCode.none,
+        })
+
+    server.register(3, 0, 13, metadata)
+    t = make_server(server)
+    admin = AdminClient({"bootstrap.servers": f"{t.host}:{t.port}"})
+    brokers = admin.list_topics(timeout=30).brokers
+    assert list(brokers) == [1] and 13 in requests

@@ -50,6 +50,14 @@ def _chaos(args: argparse.Namespace) -> int:
     return run(Path(args.dir), args.rounds, args.seed)
 
 
+def _fuzz(args: argparse.Namespace) -> int:
+    from kraft.cli.fuzz import run, run_codec
+
+    if args.codec:
+        return run_codec(args.inputs, args.seed)
+    return run(Path(args.dir), args.inputs, args.seed, args.connections)
+
+
 def _server(args: argparse.Namespace) -> int:
     from kraft.cli.server_cmd import server_start
 
@@ -162,6 +170,22 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--seed", type=int, default=1, help="chooses the faults, their targets and durations")
     chaos.add_argument("--dir", default="chaos-data", help="where the cluster writes its files (emptied first)")
     chaos.set_defaults(func=_chaos)
+
+    fuzz = sub.add_parser(
+        "fuzz", help="hostile requests against a node, checked for crashes, service and memory"
+    )
+    fuzz.add_argument("--inputs", type=int, default=100_000, help="inputs to send")
+    fuzz.add_argument("--seed", type=int, default=1, help="chooses every input")
+    fuzz.add_argument(
+        "--connections", type=int, default=8, help="senders at once, half on each listener"
+    )
+    fuzz.add_argument(
+        "--dir", default="fuzz-data", help="where the node writes its files (emptied first)"
+    )
+    fuzz.add_argument(
+        "--codec", action="store_true", help="only the decoders, in this process, without a node"
+    )
+    fuzz.set_defaults(func=_fuzz)
     return parser
 
 

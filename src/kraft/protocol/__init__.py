@@ -14,11 +14,13 @@ from kraft.protocol.codec import (
 from kraft.protocol.errors import (
     ErrorCode,
     FrameTooLargeError,
+    InvalidRequestError,
     MalformedFrameError,
     ProtocolError,
     UnsupportedVersionError,
 )
-from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, frame, read_frame
+from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, frame
+from kraft.protocol.limits import ListenerLimits
 from kraft.protocol.server import Handler, KafkaServer
 
 __all__ = [
@@ -26,7 +28,9 @@ __all__ = [
     "ErrorCode",
     "FrameTooLargeError",
     "Handler",
+    "InvalidRequestError",
     "KafkaServer",
+    "ListenerLimits",
     "MalformedFrameError",
     "ProtocolError",
     "UnsupportedVersionError",
@@ -38,7 +42,6 @@ __all__ = [
     "encode_request",
     "encode_response",
     "frame",
-    "read_frame",
     "request_class",
     "response_class",
 ]

@@ -17,6 +17,7 @@ from kio.serial import entity_reader, entity_writer
 
 from kraft.protocol.errors import MalformedFrameError, UnsupportedVersionError
 from kraft.protocol.framing import frame
+from kraft.protocol.shape import ShapeError, check, shape
 from kraft.protocol.tagged import read_entity
 
 _KEY_AND_VERSION = struct.Struct(">hh")
@@ -43,22 +44,31 @@ def response_class(api_key: int, version: int) -> type:
         raise UnsupportedVersionError(api_key, version, f" ({api_name(api_key)} has no such schema)") from None
 
 
-def decode(cls: type, buf: bytes | memoryview, pos: int = 0) -> tuple[Any, int]:
+def decode(
+    cls: type, buf: bytes | memoryview, pos: int = 0, zero_copy: bool = False
+) -> tuple[Any, int]:
     """Reads a `cls` at `pos`; returns it and the end position.
 
-    kio's native reader first; if it meets a tagged field it does not know, the tolerant
-    reader, which skips it. Anything else that goes wrong is a MalformedFrameError.
+    First the shape check (kraft.protocol.shape): no count or length may claim more than
+    the bytes that follow it, since kio's reader allocates by them. Then kio's native
+    reader; if it meets a tagged field it does not know, the tolerant reader, which skips
+    it. With `zero_copy`, the tolerant reader at once, leaving record sets in place (see
+    kraft.protocol.tagged). Anything that goes wrong is a MalformedFrameError.
     """
     try:
-        value, size = entity_reader(cls)(buf, pos)
-        return value, pos + size
+        check(shape(cls), buf, pos)
+        if not zero_copy:
+            value, size = entity_reader(cls)(buf, pos)
+            return value, pos + size
+    except ShapeError as e:
+        raise MalformedFrameError(e.args[1]) from None
     except KeyError as e:
         if "tagged field" not in str(e):
             raise MalformedFrameError(f"{cls.__name__}: {e}") from None
     except Exception as e:  # kio raises a mix of ValueError, DecodeError, UnicodeError...
         raise MalformedFrameError(f"{cls.__name__} does not parse: {e}") from None
     try:
-        return read_entity(cls, memoryview(buf), pos)
+        return read_entity(cls, memoryview(buf), pos, zero_copy)
     except Exception as e:
         raise MalformedFrameError(f"{cls.__name__} does not parse: {e}") from None
 
@@ -76,20 +86,22 @@ def peek_api(frame_body: bytes | memoryview) -> tuple[int, int]:
     return _KEY_AND_VERSION.unpack_from(frame_body)
 
 
-def decode_request(frame_body: bytes) -> tuple[Any, Any]:
+def decode_request(frame_body: bytes | memoryview) -> tuple[Any, Any]:
     """Parses a request frame (without its size prefix) into (header, request).
 
     Raises UnsupportedVersionError for an API key or version with no schema, and
-    MalformedFrameError when the bytes do not parse or leave bytes over.
+    MalformedFrameError when the bytes do not parse. Bytes after the request are ignored,
+    as Kafka's broker ignores them (AbstractRequest.parseRequest reads the message and
+    never looks at what remains): confluent-kafka's admin client sends Metadata v13 with
+    three bytes over.
     """
     api_key, version = peek_api(frame_body)
     cls = request_class(api_key, version)
-    header, pos = decode(cls.__header_schema__, frame_body)
-    request, pos = decode(cls, frame_body, pos)
-    if pos != len(frame_body):
-        raise MalformedFrameError(
-            f"{api_name(api_key)} v{version}: {len(frame_body) - pos} bytes left over after the request"
-        )
+    try:
+        header, pos = decode(cls.__header_schema__, frame_body)
+        request, _ = decode(cls, frame_body, pos)
+    except MalformedFrameError as e:
+        raise MalformedFrameError(f"{api_name(api_key)} v{version} request: {e}") from None
     return header, request
 
 
@@ -113,15 +125,10 @@ def encode_request(request: Any, correlation_id: int, client_id: str | None) -> 
 
 def decode_response(frame_body: bytes | memoryview, response_cls: type, zero_copy: bool = False) -> tuple[int, Any]:
     """Parses a response frame (without size prefix) into (correlation_id, response). With
-    `zero_copy`, record sets are views of `frame_body` (see kraft.protocol.tagged)."""
+    `zero_copy`, record sets are views of `frame_body` (see kraft.protocol.tagged). A peer's
+    response is checked as a request is: a hostile peer must not crash the node either."""
     header, pos = decode(response_cls.__header_schema__, frame_body)
-    if zero_copy:
-        try:
-            response, pos = read_entity(response_cls, memoryview(frame_body), pos, zero_copy=True)
-        except Exception as e:
-            raise MalformedFrameError(f"{response_cls.__name__} does not parse: {e}") from None
-    else:
-        response, pos = decode(response_cls, frame_body, pos)
+    response, pos = decode(response_cls, frame_body, pos, zero_copy)
     if pos != len(frame_body):
         raise MalformedFrameError(f"{response_cls.__name__}: {len(frame_body) - pos} bytes left over")
     return header.correlation_id, response

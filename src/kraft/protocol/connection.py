@@ -17,6 +17,7 @@ from typing import Any
 
 from kraft.protocol.codec import decode_response, encode_request, response_class
 from kraft.protocol.errors import FrameTooLargeError, MalformedFrameError, ProtocolError
+from kraft.protocol.flow import WriteFlow
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, SIZE
 
 log = logging.getLogger("kraft.protocol.connection")
@@ -24,7 +25,7 @@ _CORRELATION_ID = struct.Struct(">i")
 _STAGING_BYTES = 64 * 1024
 
 
-class _FrameProtocol(asyncio.BufferedProtocol):
+class _FrameProtocol(WriteFlow, asyncio.BufferedProtocol):
     """Cuts the byte stream into frames and hands each frame's body to `connection`.
 
     A body is handed over as a read-only view that is valid only during the call (its
@@ -32,14 +33,13 @@ class _FrameProtocol(asyncio.BufferedProtocol):
     """
 
     def __init__(self, connection: "KafkaConnection") -> None:
+        super().__init__()
         self._connection = connection
         self._staging = bytearray(_STAGING_BYTES)
         self._staged = 0  # bytes of the staging buffer in use, from its start
         self._body: memoryview | None = None  # a large frame's body, being read in place
         self._body_read = 0
         self._spares: list[bytearray] = []  # buffers of earlier large bodies, reused when free
-        self._write_paused = False
-        self._drain_waiters: list[asyncio.Future] = []
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._body is not None:
@@ -105,29 +105,6 @@ class _FrameProtocol(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._connection._fail(ConnectionError(f"connection lost: {exc or 'closed by the peer'}"))
         self._wake_writers(ConnectionError("connection lost"))
-
-    def pause_writing(self) -> None:
-        self._write_paused = True
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        self._wake_writers(None)
-
-    def _wake_writers(self, error: Exception | None) -> None:
-        for waiter in self._drain_waiters:
-            if not waiter.done():
-                if error is None:
-                    waiter.set_result(None)
-                else:
-                    waiter.set_exception(error)
-        self._drain_waiters.clear()
-
-    async def drain(self) -> None:
-        """Waits while the transport's write buffer is above its high-water mark."""
-        if self._write_paused:
-            waiter = asyncio.get_running_loop().create_future()
-            self._drain_waiters.append(waiter)
-            await waiter
 
 
 def _unviewed(buffer: bytearray) -> bool:

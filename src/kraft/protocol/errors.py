@@ -7,7 +7,14 @@ number and whether it is retriable. Kafka's upper-case names are the lower-case 
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "FrameTooLargeError", "MalformedFrameError", "ProtocolError", "UnsupportedVersionError"]
+__all__ = [
+    "ErrorCode",
+    "FrameTooLargeError",
+    "InvalidRequestError",
+    "MalformedFrameError",
+    "ProtocolError",
+    "UnsupportedVersionError",
+]
 
 
 class ProtocolError(Exception):
@@ -23,6 +30,11 @@ class FrameTooLargeError(ProtocolError):
 
 class MalformedFrameError(ProtocolError):
     """A frame whose header or body does not parse."""
+
+
+class InvalidRequestError(ProtocolError):
+    """A request that parses but that its API refuses as a whole, as Kafka's handlers throw
+    InvalidRequestException (a Metadata v10 topic without a name): the connection closes."""
 
 
 class UnsupportedVersionError(ProtocolError):

@@ -13,12 +13,30 @@ closes only its own connection, after a log line that says why; every other conn
 goes on. The one exception, from KIP-511: an ApiVersions request of a version we do not
 know gets an ApiVersions v0 response with UNSUPPORTED_VERSION and our ranges, so the
 client can retry with a version both sides speak.
+
+The listener keeps Kafka's limits (ListenerLimits; kraft.protocol.listener reads each
+connection's frames under them). It accepts on its own socket rather than through
+asyncio.start_server, to decide before each accept: at max.connections, or when the
+process's connections would leave too few file descriptors (DescriptorBudget), it stops
+accepting until a connection closes, as Kafka's acceptor waits for a connection slot; a
+connection past max.connections.per.ip is accepted and closed at once, as Kafka does; an
+accept that fails (EMFILE, ENFILE, ENOBUFS...) backs off, doubling up to a second, and
+is logged once when the failures start and once when accepting works again. Log lines
+about clients (bad requests, rejected connections, handler failures) are throttled to
+one plus a summary every 10 s, so a hostile client cannot fill the disk with them.
+
+A connection that ends while its request is being handled stops the handler: whatever the
+request already set going (records submitted to the log) goes on, as in Kafka, but a
+parked Fetch, whose wait the client chooses (up to 24 days), no longer holds its
+connection's slot and memory once nobody is there to answer.
 """
 
 import asyncio
 import logging
 import os
+import socket
 import struct
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -30,16 +48,28 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
-from kraft.protocol.codec import api_name, decode_request, encode_response, peek_api, response_class
+from kraft.protocol.codec import api_name, decode_request, peek_api, request_class, response_class
+from kraft.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
+from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from kraft.protocol.limits import (
+    DESCRIPTORS,
+    KAFKA_DEFAULTS,
+    ListenerLimits,
+    RequestMemory,
+    Throttled,
+)
+from kraft.protocol.listener import Connection, IdleConnection
 from kraft.protocol.regions import Segment, encode_response_segments
 from kraft.protocol.tasks import cancel_and_wait
-from kraft.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
-from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, read_frame
 
 log = logging.getLogger("kraft.protocol.server")
 
 API_VERSIONS = 18
 _CORRELATION_ID = struct.Struct(">i")
+_BACKLOG = 100
+_ACCEPTS_PER_WAKEUP = 100  # then the loop serves others before accepting more
+_ACCEPT_BACKOFF_S = (0.01, 1.0)  # first and longest pause after a failed accept
+_BURST_QUIET_S = 5.0  # accept errors this far apart are two bursts, each logged
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 """async (request_header, request) -> response entity of the request's version, or None
@@ -56,12 +86,32 @@ class Endpoint:
 class KafkaServer:
     """One listener speaking Kafka's protocol to whoever connects."""
 
-    def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, name: str = "listener") -> None:
+    def __init__(
+        self,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        limits: ListenerLimits = KAFKA_DEFAULTS,
+        name: str = "listener",
+    ) -> None:
         self.max_frame_bytes = max_frame_bytes
+        self.limits = limits
         self.name = name
         self._endpoints: dict[int, Endpoint] = {}
-        self._server: asyncio.Server | None = None
+        self._memory = RequestMemory(limits.queued_max_request_bytes)
+        self._socket: socket.socket | None = None
+        self._accepting = False
+        self._retry: asyncio.TimerHandle | None = None
+        self._backoff = 0.0
+        self._failed_accepts = 0  # in the current burst of accept errors
+        self._last_failure = 0.0  # loop time of its latest
+        self._burst_end: asyncio.TimerHandle | None = None
+        self._full = False  # not accepting because a connection limit is reached
         self._connections: set[asyncio.Task] = set()
+        self._per_ip: Counter[str] = Counter()
+        self._bad_requests = Throttled(log, name, "connections closed for bad requests")
+        self._failures = Throttled(log, name, "connections closed after a handler failed")
+        self._rejections = Throttled(log, name, "connections rejected (max.connections.per.ip)")
+        self._saturated = Throttled(log, name, "times accepting stopped at a connection limit")
         self.register(API_VERSIONS, 0, 4, self._api_versions)
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
@@ -74,41 +124,201 @@ class KafkaServer:
         """(api_key, min_version, max_version) for every API served, in key order."""
         return sorted((key, e.min_version, e.max_version) for key, e in self._endpoints.items())
 
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
+
+    @property
+    def queued_request_bytes(self) -> int:
+        """Bytes of requests read (or being read) and not yet handled (queued.max.request.bytes)."""
+        return self._memory.used
+
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
         """Starts listening; returns the bound address (port 0 picks a free port)."""
-        self._server = await asyncio.start_server(self._serve_connection, host, port)
-        bound = self._server.sockets[0].getsockname()
+        DESCRIPTORS.start()
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(_BACKLOG)
+            sock.setblocking(False)
+        except OSError as e:
+            sock.close()
+            message = f"error while attempting to bind on address {address!r}: {e.strerror}"
+            raise OSError(e.errno, message) from None
+        self._socket = sock
+        self._resume_accepting()
+        bound = sock.getsockname()
         log.info("%s listening on %s:%d", self.name, bound[0], bound[1])
         return bound[0], bound[1]
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        if self._socket is not None:
+            self._stop_accepting()
+            for timer in (self._retry, self._burst_end):
+                if timer is not None:
+                    timer.cancel()
+            self._socket.close()
+            self._socket = None
         await cancel_and_wait(self._connections)
+        for throttled in (self._bad_requests, self._failures, self._rejections, self._saturated):
+            throttled.flush()
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    # ---------------------------------------------------------------- accepting
+
+    def _resume_accepting(self) -> None:
+        self._retry = None
+        if self._socket is not None and not self._accepting:
+            asyncio.get_running_loop().add_reader(self._socket.fileno(), self._accept_ready)
+            self._accepting = True
+
+    def _stop_accepting(self) -> None:
+        if self._accepting and self._socket is not None:
+            asyncio.get_running_loop().remove_reader(self._socket.fileno())
+        self._accepting = False
+
+    def _accept_ready(self) -> None:
+        assert self._socket is not None
+        for _ in range(_ACCEPTS_PER_WAKEUP):
+            if not self._slot_free():
+                return
+            try:
+                sock, address = self._socket.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:
+                continue
+            except OSError as e:
+                self._accept_failed(e)
+                return
+            self._backoff = 0.0
+            if self._failed_accepts and self._burst_end is None:
+                self._burst_end = asyncio.get_running_loop().call_at(
+                    self._last_failure + _BURST_QUIET_S, self._end_burst
+                )
+            self._admit(sock, address[0])
+
+    def _slot_free(self) -> bool:
+        """Whether another connection may be accepted; if not, stops accepting until one
+        closes (as Kafka's acceptor waits for a slot), saying so once."""
+        if len(self._connections) < self.limits.max_connections and DESCRIPTORS.available():
+            return True
+        self._stop_accepting()
+        DESCRIPTORS.wait(self._slot_freed)
+        self._full = True
+        which = ("max.connections" if len(self._connections) >= self.limits.max_connections
+                 else f"the process's file-descriptor budget ({DESCRIPTORS.limit} connections)")
+        self._saturated.event(
+            "%d connections open, at the limit of %s: not accepting until one closes",
+            len(self._connections), which,
+        )
+        return False
+
+    def _slot_freed(self) -> None:
+        if self._full and self._retry is None:
+            self._full = False
+            self._resume_accepting()
+
+    def _accept_failed(self, error: OSError) -> None:
+        """Stops accepting for a while, doubling the pause on each failure in a row. A burst
+        of failures (none more than _BURST_QUIET_S apart) is logged when it begins and once
+        it has ended, however often accepting and failing alternate within it."""
+        self._stop_accepting()
+        loop = asyncio.get_running_loop()
+        self._backoff = min(max(self._backoff * 2, _ACCEPT_BACKOFF_S[0]), _ACCEPT_BACKOFF_S[1])
+        if not self._failed_accepts:
+            reason = os.strerror(error.errno) if error.errno else str(error)
+            log.warning(
+                "%s: cannot accept connections (%s, %d open): retrying with a growing pause "
+                "up to %.0f s", self.name, reason, len(self._connections), _ACCEPT_BACKOFF_S[1],
+            )
+        self._failed_accepts += 1
+        self._last_failure = loop.time()
+        self._retry = loop.call_later(self._backoff, self._resume_accepting)
+
+    def _end_burst(self) -> None:
+        self._burst_end = None
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._last_failure + _BURST_QUIET_S:
+            self._burst_end = loop.call_at(self._last_failure + _BURST_QUIET_S, self._end_burst)
+            return
+        log.warning("%s: accepting connections again after %d failed attempts", self.name,
+                    self._failed_accepts)
+        self._failed_accepts = 0
+
+    def _admit(self, sock: socket.socket, ip: str) -> None:
+        if self._per_ip[ip] >= self.limits.max_connections_per_ip:
+            sock.close()
+            self._rejections.event(
+                "rejected a connection from %s, which has the maximum of %d "
+                "(max.connections.per.ip)", ip, self.limits.max_connections_per_ip,
+            )
+            return
+        DESCRIPTORS.acquire()
+        self._per_ip[ip] += 1
+        task = asyncio.get_running_loop().create_task(self._serve_socket(sock))
+        self._connections.add(task)
+        task.add_done_callback(lambda done: self._closed(done, sock, ip))
+
+    def _closed(self, task: asyncio.Task, sock: socket.socket, ip: str) -> None:
+        """Every connection's end, even one whose task was cancelled before it ran."""
+        sock.close()  # a no-op once its transport has closed it
+        self._connections.discard(task)
+        self._per_ip[ip] -= 1
+        if not self._per_ip[ip]:
+            del self._per_ip[ip]
+        DESCRIPTORS.release()
+        self._slot_freed()
+
+    # ---------------------------------------------------------------- serving
+
+    async def _serve_socket(self, sock: socket.socket) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername")
+        connection = Connection(self.max_frame_bytes, self.limits, self._memory, task.cancel)
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: connection, sock)
+            await self._serve(connection)
+        except OSError:
+            pass  # the client was gone before its transport was made
+        except asyncio.CancelledError:
+            pass  # the server is closing, or the client left mid-request; either way, end quietly
+        finally:
+            connection.fail(ConnectionError("the server closed the connection"))
+
+    async def _serve(self, connection: Connection) -> None:
+        header = None
         try:
             while True:
-                body = await read_frame(reader, self.max_frame_bytes)
-                await _write_segments(writer, await self._respond(body))
-        except (asyncio.IncompleteReadError, ConnectionError):
+                frame = await connection.next_frame()
+                header = None
+                try:
+                    handler, header, request = self._decode(frame)
+                finally:
+                    connection.release_frame()
+                response = await handler(header, request)
+                connection.handled()
+                if response is not None:
+                    segments = encode_response_segments(header.correlation_id, response)
+                    await _write_segments(connection, segments)
+        except IdleConnection as e:
+            log.debug("%s: closing connection from %s: %s", self.name, connection.peer, e)
+        except ConnectionError:
             pass
-        except asyncio.CancelledError:
-            pass  # the server is closing; ending quietly keeps asyncio from logging it as an error
         except ProtocolError as e:
-            log.warning("%s: closing connection from %s: %s", self.name, peer, e)
+            self._bad_requests.event("closing connection from %s: %s", connection.peer, e)
         except Exception:
-            log.exception("%s: closing connection from %s after a handler failed", self.name, peer)
-        finally:
-            self._connections.discard(task)
-            writer.close()
+            assert header is not None  # decoding raises only ProtocolErrors
+            self._failures.event(
+                "closing connection from %s after its %s v%d request failed", connection.peer,
+                api_name(header.request_api_key), header.request_api_version, exc_info=True,
+            )
 
-    async def _respond(self, body: bytes) -> list[Segment]:
+    def _decode(self, body: memoryview) -> tuple[Handler, Any, Any]:
+        """The handler of the request in `body`, its header and the request."""
         api_key, version = peek_api(body)
         endpoint = self._endpoints.get(api_key)
         if endpoint is None:
@@ -116,17 +326,18 @@ class KafkaServer:
         if not endpoint.min_version <= version <= endpoint.max_version:
             if api_key == API_VERSIONS and len(body) >= 8:
                 (correlation_id,) = _CORRELATION_ID.unpack_from(body, 4)
-                return [encode_response(correlation_id, self._unsupported_api_versions())]
+                header = request_class(API_VERSIONS, 0).__header_schema__(
+                    request_api_key=i16(API_VERSIONS), request_api_version=i16(version),
+                    correlation_id=correlation_id, client_id=None,
+                )
+                return self._unsupported_api_versions, header, None
             raise UnsupportedVersionError(
                 api_key, version, f": {api_name(api_key)} is served in v{endpoint.min_version}-v{endpoint.max_version}"
             )
         header, request = decode_request(body)
-        response = await endpoint.handler(header, request)
-        if response is None:
-            return []
-        return encode_response_segments(header.correlation_id, response)
+        return endpoint.handler, header, request
 
-    def _unsupported_api_versions(self) -> Any:
+    async def _unsupported_api_versions(self, header: Any, request: Any) -> Any:
         """KIP-511's answer to an ApiVersions version we do not know."""
         return ApiVersionsResponseV0(
             error_code=ErrorCode.unsupported_version,
@@ -148,16 +359,20 @@ class KafkaServer:
         return schema.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys, throttle_time=timedelta(0))
 
 
-async def _write_segments(writer: asyncio.StreamWriter, segments: list[Segment]) -> None:
+async def _write_segments(connection: Connection, segments: list[Segment]) -> None:
     """Writes a response: bytes as they are, regions with os.sendfile (file to socket)."""
+    transport = connection.transport
+    assert transport is not None
     loop = asyncio.get_running_loop()
     for segment in segments:
+        if connection.closed:
+            raise ConnectionError("connection closed")  # writing to it would only log warnings
         if isinstance(segment, bytes):
-            writer.write(segment)
+            transport.write(segment)
             continue
-        await writer.drain()
+        await connection.drain()
         with os.fdopen(os.dup(segment.fileno()), "rb") as file:
-            sent = await loop.sendfile(writer.transport, file, segment.position, segment.length)
+            sent = await loop.sendfile(transport, file, segment.position, segment.length)
         if sent != segment.length:
             raise ConnectionError(f"the file shrank while it was being sent ({sent} of {segment.length} bytes)")
-    await writer.drain()
+    await connection.drain()

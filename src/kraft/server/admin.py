@@ -225,6 +225,8 @@ class AdminApi:
         endpoints = tuple(BrokerEndpoint(lst.name, lst.host, lst.port, lst.security_protocol) for lst in request.listeners)
         incarnation = request.incarnation_id.bytes if request.incarnation_id else bytes(16)
         controller = self.node.controller
+        if self._impersonates(request.broker_id, incarnation):
+            return answer(ErrorCode.duplicate_broker_registration)
         try:
             epoch = await self._run(
                 lambda im: ctl.register_broker(im, request.broker_id, incarnation_id=incarnation,
@@ -241,6 +243,18 @@ class AdminApi:
         self._heartbeats[request.broker_id] = time.monotonic()
         log.info("broker %d registered with epoch %d (fenced until it catches up)", request.broker_id, epoch)
         return answer(ErrorCode.none, epoch)
+
+    def _impersonates(self, broker_id: int, incarnation: bytes) -> bool:
+        """A registration under another incarnation of a broker whose session is live, which
+        Kafka refuses (DUPLICATE_BROKER_REGISTRATION, ClusterControlManager.registerBroker)
+        whether or not that broker is fenced. Without it any client could fence a live broker
+        with one heartbeat, then take its id: a fuzz run did exactly that to the node's own
+        broker, and no topic could be created until the node registered again."""
+        existing = self.node.controller.working_image.broker(broker_id)
+        last = self._heartbeats.get(broker_id)
+        session = self.node.config["broker.session.timeout.ms"] / 1000
+        return (existing is not None and existing.incarnation_id != incarnation
+                and last is not None and time.monotonic() - last < session)
 
     async def broker_heartbeat(self, header: Any, request: Any) -> Any:
         def answer(error: ErrorCode, caught_up: bool = False, fenced: bool = True, shut_down: bool = False) -> Any:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kraft.metadata.configs import BROKER_CONFIGS, CLUSTER_METADATA_CONFIGS, TOPIC_CONFIGS, ConfigDef
 from kraft.metadata.image import BrokerRegistration, ConfigResource, ConfigResourceType, MetadataImage, TopicImage
-from kraft.protocol import ErrorCode, KafkaServer
+from kraft.protocol import ErrorCode, InvalidRequestError, KafkaServer
 from kraft.protocol.build import build_response
 from kraft.raft import RaftCore
 from kraft.raft.messages import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, NO_LEADER
@@ -257,6 +257,12 @@ class ClientReads:
             topics = [self._log_topic()] + [self._image_topic(image_topics[n], listener.name)
                                             for n in sorted(image_topics.keys())]
         else:
+            if version < 12 and any(t.name is None for t in request.topics):
+                # Kafka's KafkaApis refuses it alike: ids replace names only from v12, and a
+                # v10-v11 answer cannot carry a topic without a name.
+                raise InvalidRequestError(
+                    f"Metadata v{version}: a topic name may be null only from v12"
+                )
             topics = [self._requested_topic(t.name, getattr(t, "topic_id", None), listener.name)
                       for t in request.topics]
         leader = self.core.leader_id

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraft.protocol.limits import INT32_MAX, ListenerLimits
+
 
 class ConfigError(ValueError):
     """A server.properties problem, naming the key (and the file, when there is one)."""
@@ -136,6 +138,15 @@ SCHEMA: dict[str, tuple[Callable[[str], Any], Any]] = {
     "replica.fetch.response.max.bytes": (_int(1), 10 * 1024 * 1024),
     "replica.fetch.snapshot.max.bytes": (_int(1), 10 * 1024 * 1024),
     "socket.request.max.bytes": (_int(1024), 100 * 1024 * 1024),
+    # Kafka's default is -1 (no limit): one request of socket.request.max.bytes beyond the
+    # rest; the most a listener reserves is this plus one largest request (non-strict pool).
+    "queued.max.request.bytes": (_int(-1), 100 * 1024 * 1024),
+    "max.connections": (_int(1), INT32_MAX),  # kept below what the descriptor limit allows
+    "max.connections.per.ip": (_int(1), INT32_MAX),
+    "connections.max.idle.ms": (_int(1), 600_000),
+    # A request whose bytes do not all arrive within this of its first byte is dropped with
+    # its connection (Kafka has no such limit; 30 s is its clients' request.timeout.ms).
+    "kraft.request.arrival.timeout.ms": (_int(1), 30_000),
     "broker.session.timeout.ms": (_int(1), 9000),
     "broker.heartbeat.interval.ms": (_int(1), 2000),
     "kraft.metrics.port": (_int(-1, 65535), 0),  # Prometheus endpoint; 0 picks a free port, -1 turns it off
@@ -166,6 +177,18 @@ class ServerConfig:
     @property
     def is_broker(self) -> bool:
         return "broker" in self["process.roles"]
+
+    @property
+    def listener_limits(self) -> ListenerLimits:
+        """The limits both listeners keep (each its own, as a combined Kafka node's broker
+        and controller socket servers each have theirs)."""
+        return ListenerLimits(
+            max_connections=self["max.connections"],
+            max_connections_per_ip=self["max.connections.per.ip"],
+            queued_max_request_bytes=self["queued.max.request.bytes"],
+            connections_max_idle_ms=self["connections.max.idle.ms"],
+            request_arrival_timeout_ms=self["kraft.request.arrival.timeout.ms"],
+        )
 
     @property
     def log_dir(self) -> Path:

@@ -153,7 +153,8 @@ class KraftNode:
         )
         max_frame = c["socket.request.max.bytes"]
         if c.is_voter:
-            self.raft_server = KafkaServer(max_frame_bytes=max_frame, name=f"node {self.node_id} controller listener")
+            self.raft_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits,
+                                           name=f"node {self.node_id} controller listener")
             for key, version in RAFT_APIS.values():
                 self.raft_server.register(key, version, version, self.handle_raft_request)
             listener = c.controller_listener
@@ -162,7 +163,8 @@ class KraftNode:
         from kraft.server.client_api import ClientApi
 
         self.client_api = ClientApi(self)
-        self.client_server = KafkaServer(max_frame_bytes=max_frame, name=f"node {self.node_id} client listener")
+        self.client_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits,
+                                         name=f"node {self.node_id} client listener")
         self.client_api.register(self.client_server)
         if self.raft_server is not None:
             self.client_api.register_controller_apis(self.raft_server)

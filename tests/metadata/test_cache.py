@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from kraft.metadata import MetadataCache, MetadataRecordError, NotCaughtUpError, OffsetOrderError
+from kraft.metadata import MetadataCache, NotCaughtUpError, OffsetOrderError, ReplayError
 from kraft.metadata import controller as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.image import ConfigResource, ConfigResourceType
@@ -58,7 +58,7 @@ def test_a_batch_that_does_not_decode_leaves_the_cache_as_it_was():
     c = cluster_with_topics()
     cache = replay(c.log)
     image = cache.image
-    with pytest.raises(MetadataRecordError, match="unknown metadata record API key 99"):
+    with pytest.raises(ReplayError, match=r"record at offset \d+: unknown metadata record API key 99"):
         cache.apply_batch([SimpleRecord(None, bytes([1, 99, 0]))], base_offset=cache.offset + 1,
                           last_offset=cache.offset + 1, epoch=1)
     assert cache.image is image
@@ -123,7 +123,7 @@ def test_a_batch_applies_with_the_collector_paused_and_leaves_it_as_it_was():
     cache.apply_batch(watched(first.records()), base_offset=0, last_offset=first.header.last_offset, epoch=1)
     assert seen and not any(seen), "the collector ran while records were decoded and applied"
     assert gc.isenabled()
-    with pytest.raises(MetadataRecordError):
+    with pytest.raises(ReplayError):
         cache.apply_batch(watched([SimpleRecord(None, bytes([1, 99, 0]))]), base_offset=cache.offset + 1,
                           last_offset=cache.offset + 1, epoch=1)
     assert gc.isenabled(), "a failed batch left the collector off"

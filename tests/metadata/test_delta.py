@@ -1,12 +1,15 @@
-"""Replaying records on an image: sharing, fencing derived by every replica, bad records."""
+"""Replaying records on an image: sharing, fencing derived by every replica (in a log with
+the kraft.derived.fencing feature), bad records. Kafka's own rules: test_kafka_replay.py."""
 
 import pytest
 
 from kraft.metadata import ConfigResource, ConfigResourceType, InvalidRecordError, MetadataDelta, apply_records
 from kraft.metadata import controller as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
+from kraft.metadata.image import DERIVED_FENCING
 from kraft.metadata.records import (
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -33,6 +36,8 @@ def partition(pid, replicas, isr=None, leader=None, topic_id=T1):
 
 
 def image_with(*records):
+    """An image of a log that asked for derived fencing, then `records`."""
+    records = (FeatureLevelRecord(name=DERIVED_FENCING, feature_level=1), *records)
     return apply_records(Cluster().image, records, offset=len(records) - 1, epoch=1)
 
 

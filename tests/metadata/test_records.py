@@ -72,8 +72,9 @@ def test_newer_version_fields_are_read_and_refused_on_an_older_write():
                                   end_points=(BrokerEndpoint(name="PLAINTEXT", host="h", port=9092),),
                                   features=(BrokerFeature(name="metadata.version", max_supported_version=9),))
     assert decode_record(encode_record(broker, 3)) == broker
+    assert encode_record(broker) == encode_record(broker, 3), "the lowest version that holds it"
     with pytest.raises(RecordEncodeError, match=r"RegisterBrokerRecord\.log_dirs: version 0 cannot hold a non-default"):
-        encode_record(broker)
+        encode_record(broker, 0)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,20 @@ from typing import Any
 from hypothesis import strategies as st
 
 from kraft.metadata.records import RECORD_TYPES
-from kraft.metadata.schema import BOOL, INT8, INT16, INT32, INT64, STRING, UINT16, UUID, ArrayOf, WireType
+from kraft.metadata.schema import (
+    BOOL,
+    BYTES,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UINT16,
+    UUID,
+    ArrayOf,
+    WireType,
+)
 
 # Hypothesis values for each wire type, in range for it.
 SCALARS = {
@@ -28,9 +41,14 @@ SCALARS = {
     BOOL: st.booleans(),
     UUID: st.binary(min_size=16, max_size=16),
     STRING: st.text(max_size=20),
+    BYTES: st.binary(max_size=20),
+    FLOAT64: st.floats(allow_nan=False),  # NaN != NaN: equality checks would fail on it
 }
 
-_FORMATS = {INT8: ">b", INT16: ">h", INT32: ">i", INT64: ">q", UINT16: ">H", BOOL: ">?", UUID: ">16s"}
+_FORMATS = {
+    INT8: ">b", INT16: ">h", INT32: ">i", INT64: ">q", UINT16: ">H", BOOL: ">?", UUID: ">16s", FLOAT64: ">d",
+}
+_VARIABLE = (STRING, BYTES)
 
 
 def _values(wire_field, version):
@@ -76,6 +94,10 @@ def _random_value(t: WireType, nullable: bool, version: int, rng: random.Random)
         return tuple(_random_value(element, False, version, rng) for _ in range(rng.randint(0, 5)))
     if t is STRING:
         return "".join(rng.choice("ab-.é€😀") for _ in range(rng.randint(0, 12)))
+    if t is BYTES:
+        return rng.randbytes(rng.randint(0, 12))
+    if t is FLOAT64:
+        return rng.choice([0.0, -1.5, 1e300, float("inf"), rng.uniform(-1e6, 1e6)])
     if t is BOOL:
         return rng.random() < 0.5
     if t is UUID:
@@ -133,12 +155,14 @@ class _Cursor:
 
 
 def _read_value(cur: _Cursor, t: WireType, nullable: bool, version: int) -> Any:
-    if t is STRING or isinstance(t, ArrayOf):
+    if t in _VARIABLE or isinstance(t, ArrayOf):
         n = cur.uvarint()
         if n == 0:
             if not nullable:
                 raise Bad("null")
             return None
+        if t is BYTES:
+            return cur.take(n - 1)
         if t is STRING:
             try:
                 return cur.take(n - 1).decode()
@@ -198,11 +222,11 @@ def _uvarint(n: int, rng: random.Random) -> bytes:
 
 
 def _write_value(value: Any, t: WireType, version: int, rng: random.Random) -> bytes:
-    if t is STRING or isinstance(t, ArrayOf):
+    if t in _VARIABLE or isinstance(t, ArrayOf):
         if value is None:
             return _uvarint(0, rng)
-        if t is STRING:
-            data = value.encode()
+        if t in _VARIABLE:
+            data = value.encode() if t is STRING else value
             return _uvarint(len(data) + 1, rng) + data
         element = t.element
         if isinstance(element, type):

@@ -11,6 +11,11 @@ from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol import ErrorCode
 
 
+# No NoOps while idle (Kafka writes one every metadata.max.idle.interval.ms): for tests that
+# need a log at rest, to compare figures between two reads or to see it empty after a snapshot.
+QUIET = {"metadata.max.idle.interval.ms": "0"}
+
+
 def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

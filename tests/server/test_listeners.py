@@ -17,8 +17,11 @@ from kraft.protocol import ErrorCode, KafkaServer, decode_response, encode_reque
 from kraft.protocol.connection import KafkaConnection
 from kraft.raft import messages as m
 from kraft.server.config import Endpoint, load_config
+
 from kraft.server.node import PARTITION_DIR, KraftNode
 from kraft.storage.meta_properties import format_storage
+
+from .cluster_helpers import QUIET
 from kraft.server.peers import Peers
 from kraft.storage import parse_snapshot_file_name
 
@@ -70,6 +73,7 @@ def node(tmp_path):
     n = NodeThread(tmp_path / "data", {
         "metadata.log.max.record.bytes.between.snapshots": "2000",
         "metadata.snapshot.min.changed_records.ratio": "0",
+        **QUIET,
     })
     yield n
     n.close()

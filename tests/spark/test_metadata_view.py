@@ -86,7 +86,7 @@ def test_demo_tables_print_the_log_and_the_image(spark, metadata, capsys):
         (
             build_batch([SimpleRecord(None, b"\x01\x63\x00")], timestamp=0),
             LogDirError,
-            "the batch at offsets 1..1 .* does not apply to the metadata image: unknown metadata record API key 99",
+            "the batch at offsets 1..1 .* does not apply to the metadata image: .*offset 1: unknown metadata record API key 99",
         ),
     ],
     ids=["undecodable", "unknown-record"],

@@ -118,35 +118,51 @@ def brokers(cluster: LocalCluster) -> list[int]:
     return list(seen.pop()) if len(seen) == 1 else []
 
 
-def settled(cluster: LocalCluster) -> bool:
-    """Every node has applied the same committed offset and published that image's digest."""
-    states = set()
-    for node in cluster.nodes.values():
-        s = scrape(cluster, node.node_id)
-        states.add((value(s, "kraft_high_watermark"), image(s)[0]))
-    if len(states) != 1:
-        return False
-    hw, offset = states.pop()
-    return offset != "-" and int(offset) == int(hw) - 1
-
-
-def summary(cluster: LocalCluster) -> bool:
-    table = Table(title="Every node, side by side")
-    for column in ("node", "role", "high watermark", "log start", "latest snapshot", "image offset", "image digest"):
-        table.add_column(column)
+def _rows(cluster: LocalCluster) -> list[tuple[str, str, int, int, str, str, str]]:
+    """One scrape of every node: (node, role, high watermark, log start, latest snapshot,
+    image offset, image digest)."""
     rows = []
     for node in cluster.nodes.values():
         s = scrape(cluster, node.node_id)
         offset, digest = image(s)
         latest = int(value(s, "kraft_latest_snapshot_end_offset"))
         snapshot = f"{latest}-{int(value(s, 'kraft_latest_snapshot_epoch'))}" if latest >= 0 else "none"
-        row = (int(value(s, "kraft_high_watermark")), int(value(s, "kraft_log_start_offset")), snapshot, offset, digest)
-        rows.append(row)
         role = "leader" if int(value(s, "kraft_current_leader")) == node.node_id else (
             "voter" if node.voter else "observer")
-        table.add_row(str(node.node_id), role, str(row[0]), str(row[1]), row[2], row[3], row[4][:16])
+        rows.append((str(node.node_id), role, int(value(s, "kraft_high_watermark")),
+                     int(value(s, "kraft_log_start_offset")), snapshot, offset, digest))
+    return rows
+
+
+def _agree(rows: list[tuple]) -> bool:
+    """One high watermark, one image at the offset before it, one digest, on every node."""
+    states = {(r[2], r[5], r[6]) for r in rows}
+    if len(states) != 1:
+        return False
+    hw, offset, _ = states.pop()
+    return offset != "-" and int(offset) == hw - 1
+
+
+def settled(cluster: LocalCluster) -> bool:
+    """Every node has applied the same committed offset and published that image's digest.
+    The log is never quite still (the controller writes a NoOp when idle), so this is asked
+    again until one scrape of all nodes falls between two commits."""
+    return _agree(_rows(cluster))
+
+
+def summary(cluster: LocalCluster) -> bool:
+    rows = _rows(cluster)
+    deadline = time.monotonic() + 30
+    while not _agree(rows) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        rows = _rows(cluster)
+    table = Table(title="Every node, side by side")
+    for column in ("node", "role", "high watermark", "log start", "latest snapshot", "image offset", "image digest"):
+        table.add_column(column)
+    for node_id, role, hw, start, snapshot, offset, digest in rows:
+        table.add_row(node_id, role, str(hw), str(start), snapshot, offset, digest[:16])
     console.print(table)
-    agree = len({(r[0], r[3], r[4]) for r in rows}) == 1
+    agree = _agree(rows)
     if agree:
         console.print("[bold green]All nodes agree[/] on the high watermark and the metadata image. Log start "
                       "offsets and snapshots are each node's own: replicas snapshot independently (KIP-630), "

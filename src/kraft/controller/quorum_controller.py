@@ -12,6 +12,12 @@ it to the last written offset the same way): "already unfenced" is only true onc
 unfencing commits. A leadership change fails every operation still waiting with
 NOT_CONTROLLER, which clients retry.
 
+The active controller also writes what Kafka's writes on its own (`poll`): the bootstrap
+records when the log holds no metadata.version yet (that feature level, and
+`kraft.derived.fencing` if the log is to use KIP-630's fencing events), and a NoOpRecord
+when nothing was appended for `metadata.max.idle.interval.ms`, so that an idle log still
+moves: followers' lag is measured against it, and readers see the leader is alive.
+
 Snapshots follow the SnapshotPolicy (bytes since the last snapshot and the cache's
 changed-records ratio, or time). Making one is split in two so the writing can leave the
 core's thread: `start_snapshot` (on the core's thread) picks the image and opens the
@@ -42,6 +48,8 @@ from kraft.metadata import (
 )
 from kraft.metadata.collector import frozen_when_built
 from kraft.metadata.controller import ControllerResult, check_record_count
+from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION
+from kraft.metadata.records import FeatureLevelRecord, NoOpRecord
 from kraft.raft import CommittedBatch, LeaderAndEpoch, RaftCore
 from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.storage import SnapshotReader, SnapshotWriter
@@ -53,6 +61,10 @@ SNAPSHOT_CHUNK = 10_000  # records handed to the snapshot writer at a time
 # record, its length, attributes, timestamp and offset deltas, null key, value length and
 # header count as varints (at most 5+1+10+5+1+5+1 bytes).
 _BATCH_OVERHEAD, _RECORD_OVERHEAD = 61, 28
+# The metadata.version a new log starts at: 3.3-IV3, the first production KRaft level, whose
+# record versions are the ones kraft writes (it writes the lowest version holding a record).
+BOOTSTRAP_METADATA_VERSION = 7
+DEFAULT_IDLE_INTERVAL_MS = 500  # Kafka's metadata.max.idle.interval.ms
 
 
 @dataclass
@@ -77,11 +89,23 @@ class SnapshotJob:
 
 
 class QuorumController:
-    def __init__(self, policy: SnapshotPolicy | None = None, freeze_loaded_images: bool = False) -> None:
+    def __init__(
+        self,
+        policy: SnapshotPolicy | None = None,
+        freeze_loaded_images: bool = False,
+        *,
+        idle_interval_ms: int = DEFAULT_IDLE_INTERVAL_MS,
+        derived_fencing: bool = False,
+    ) -> None:
         """`freeze_loaded_images`: a long-running process (a server) keeps each image a
-        snapshot load gives it out of the collector's walks (`frozen_when_built`)."""
+        snapshot load gives it out of the collector's walks (`frozen_when_built`).
+        `idle_interval_ms`: 0 writes no NoOps. `derived_fencing`: a new log (bootstrapped
+        here) fences by KIP-630's events; an existing log keeps the rules it started with."""
         self.cache = MetadataCache()
         self.policy = policy or SnapshotPolicy()
+        self.idle_interval_ms = idle_interval_ms
+        self.derived_fencing = derived_fencing
+        self._last_append = 0
         self._loading = frozen_when_built if freeze_loaded_images else contextlib.nullcontext
         self.core: RaftCore | None = None  # attached once the core exists (it takes us as listener)
         self._pending: deque[Pending] = deque()
@@ -167,11 +191,36 @@ class QuorumController:
             log.error("controller operation refused by its own working image: %s", e)
             raise ControllerError(Errors.UNKNOWN_SERVER_ERROR, f"The operation's records do not apply: {e}") from None
         epoch, appended = core.append(values, now)
+        self._last_append = now
         assert appended == last, f"the core put the records at {appended}, not {last}"
         self._working = working
         pending = Pending(epoch, last, result.response)
         self._pending.append(pending)
         return pending
+
+    def poll(self, now: int) -> None:
+        """What the active controller writes unasked: the bootstrap records of a new log, and
+        a NoOpRecord when the log was idle for idle_interval_ms. Call after every core step."""
+        if not self.active:
+            self._last_append = now  # the idle clock starts when this node becomes active
+            return
+        if METADATA_VERSION not in self.working_image.features:
+            if not self._pending:  # once: the records on their way are seen by the working image
+                self.submit(lambda _: ControllerResult(self._bootstrap_records(), None), now)
+        elif self.idle_interval_ms > 0 and now - self._last_append >= self.idle_interval_ms:
+            self.submit(lambda _: ControllerResult((NoOpRecord(),), None), now)
+
+    def _bootstrap_records(self) -> tuple[FeatureLevelRecord, ...]:
+        records = [FeatureLevelRecord(name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION)]
+        if self.derived_fencing:
+            records.append(FeatureLevelRecord(name=DERIVED_FENCING, feature_level=1))
+        return tuple(records)
+
+    def next_deadline(self, now: int) -> int | None:
+        """When `poll` next has something to do on its own (None: nothing planned)."""
+        if not self.active or self.idle_interval_ms <= 0:
+            return None
+        return self._last_append + self.idle_interval_ms
 
     def _after_last(self, response: Any) -> Pending:
         """The answer of an operation that writes nothing: it read the working image, so it
@@ -215,7 +264,7 @@ class QuorumController:
         written; call on the core's thread, then run the job anywhere and finish it here."""
         core = self.core
         image = self.cache.image
-        if core is None or self._snapshotting or image.offset < 0:
+        if core is None or self._snapshotting or image.offset < 0 or not self.cache.batch_aligned:
             return None
         reason = self.policy.due(now, self.cache.changed_ratio)
         latest = core.snapshots.latest()

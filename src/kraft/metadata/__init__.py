@@ -22,6 +22,7 @@ from kraft.metadata.errors import (
     OffsetOrderError,
     OperationTooLargeError,
     RecordEncodeError,
+    ReplayError,
 )
 from kraft.metadata.image import (
     BrokerRegistration,
@@ -54,6 +55,7 @@ __all__ = [
     "OperationTooLargeError",
     "PartitionRegistration",
     "RecordEncodeError",
+    "ReplayError",
     "TopicImage",
     "apply_records",
     "decode_record",

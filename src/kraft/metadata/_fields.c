@@ -29,7 +29,9 @@
 
 /* ---------------------------------------------------------------- field layouts */
 
-typedef enum { K_INT8, K_INT16, K_INT32, K_INT64, K_UINT16, K_BOOL, K_UUID, K_STRING, K_ARRAY, K_STRUCT } kind_t;
+typedef enum {
+    K_INT8, K_INT16, K_INT32, K_INT64, K_UINT16, K_BOOL, K_UUID, K_FLOAT64, K_STRING, K_BYTES, K_ARRAY, K_STRUCT
+} kind_t;
 
 static const struct {
     const char *name;
@@ -37,7 +39,8 @@ static const struct {
     Py_ssize_t width; /* bytes of a fixed-width kind; 0 for variable width */
 } KINDS[] = {
     {"int8", K_INT8, 1},   {"int16", K_INT16, 2}, {"int32", K_INT32, 4}, {"int64", K_INT64, 8},
-    {"uint16", K_UINT16, 2}, {"bool", K_BOOL, 1}, {"uuid", K_UUID, 16}, {"string", K_STRING, 0},
+    {"uint16", K_UINT16, 2}, {"bool", K_BOOL, 1}, {"uuid", K_UUID, 16}, {"float64", K_FLOAT64, 8},
+    {"string", K_STRING, 0}, {"bytes", K_BYTES, 0},
 };
 #define NKINDS ((int)(sizeof(KINDS) / sizeof(KINDS[0])))
 
@@ -45,7 +48,7 @@ typedef struct PlanObject PlanObject;
 
 typedef struct {
     kind_t kind;
-    kind_t element;     /* K_ARRAY: the element's kind (fixed width, or K_STRUCT) */
+    kind_t element;     /* K_ARRAY: the element's kind (fixed width, K_STRING or K_STRUCT) */
     Py_ssize_t width;   /* fixed width of the field, or of an array's element (0 for structs) */
     int nullable;
     uint64_t tag;       /* tagged fields only */
@@ -167,6 +170,12 @@ static PyObject *read_fixed(const unsigned char *p, kind_t kind) {
     case K_UINT16: return PyLong_FromLong(be16(p));
     case K_BOOL: return Py_NewRef(p[0] ? Py_True : Py_False);
     case K_UUID: return PyBytes_FromStringAndSize((const char *)p, 16);
+    case K_FLOAT64: {
+        uint64_t bits = be64(p);
+        double value;
+        memcpy(&value, &bits, sizeof value);
+        return PyFloat_FromDouble(value);
+    }
     default: break;
     }
     PyErr_SetString(PyExc_SystemError, "not a fixed-width kind");
@@ -218,6 +227,21 @@ static PyObject *read_string(reader_t *r, const PlanObject *plan, const field_t 
     return s;
 }
 
+static PyObject *read_bytes(reader_t *r, const PlanObject *plan, const field_t *f, Py_ssize_t *pos,
+                            Py_ssize_t end) {
+    uint64_t n;
+    int status = read_length(r, plan, f, "bytes", pos, end, &n);
+    if (status <= 0) return status == 0 ? Py_NewRef(Py_None) : NULL;
+    Py_ssize_t start = *pos;
+    if (n > (uint64_t)(end - start)) {
+        fail_field(r, plan, f, "%llu bytes at byte %zd run past the end (byte %zd)", (unsigned long long)n, start,
+                   end);
+        return NULL;
+    }
+    *pos = start + (Py_ssize_t)n;
+    return PyBytes_FromStringAndSize((const char *)r->buf + start, (Py_ssize_t)n);
+}
+
 static PyObject *read_array(reader_t *r, const PlanObject *plan, const field_t *f, Py_ssize_t *pos,
                             Py_ssize_t end) {
     Py_ssize_t at = *pos;
@@ -226,7 +250,9 @@ static PyObject *read_array(reader_t *r, const PlanObject *plan, const field_t *
     if (status <= 0) return status == 0 ? Py_NewRef(Py_None) : NULL;
     Py_ssize_t p = *pos;
     uint64_t room = (uint64_t)(end - p);
-    uint64_t each = f->element == K_STRUCT ? (uint64_t)f->struct_plan->min_size : (uint64_t)f->width;
+    uint64_t each = f->element == K_STRUCT ? (uint64_t)f->struct_plan->min_size
+                    : f->element == K_STRING ? 1 /* its length varint */
+                    : (uint64_t)f->width;
     if (n > room / each) { /* n and each are below 2**35, so n * each cannot overflow either */
         fail_field(r, plan, f, "array of %llu elements at byte %zd cannot fit in %llu bytes", (unsigned long long)n,
                    at, (unsigned long long)room);
@@ -238,6 +264,10 @@ static PyObject *read_array(reader_t *r, const PlanObject *plan, const field_t *
         PyObject *item;
         if (f->element == K_STRUCT) {
             item = read_struct(r, f->struct_plan, &p, end);
+        } else if (f->element == K_STRING) {
+            field_t element = *f; /* the array's name for errors; its strings are never null */
+            element.nullable = 0;
+            item = read_string(r, plan, &element, &p, end);
         } else {
             item = read_fixed(r->buf + p, f->element); /* in bounds: checked for all n above */
             p += f->width;
@@ -256,6 +286,7 @@ static PyObject *read_field(reader_t *r, const PlanObject *plan, const field_t *
                             Py_ssize_t end) {
     switch (f->kind) {
     case K_STRING: return read_string(r, plan, f, pos, end);
+    case K_BYTES: return read_bytes(r, plan, f, pos, end);
     case K_ARRAY: return read_array(r, plan, f, pos, end);
     default: break;
     }
@@ -438,17 +469,17 @@ static int parse_field(PyTypeObject *cls, PyObject *desc, field_t *f) {
         if (element == NULL) {
             f->kind = KINDS[k].kind;
             f->width = KINDS[k].width;
-            if (f->kind == K_STRING || !nullable) return 0;
+            if (f->width == 0 || !nullable) return 0;
         } else {
             f->element = KINDS[k].kind;
             f->width = KINDS[k].width;
-            if (f->width > 0) return 0;
+            if (f->width > 0 || f->element == K_STRING) return 0;
         }
         break;
     }
     PyErr_Format(PyExc_ValueError,
-                 "layout %R of %R cannot be read: the reader takes the fixed-width kinds, strings, and arrays of "
-                 "fixed-width kinds or of structs, and a fixed-width field is never null",
+                 "layout %R of %R cannot be read: the reader takes the fixed-width kinds, strings, bytes, and "
+                 "arrays of fixed-width kinds, strings or structs, and a fixed-width field is never null",
                  layout, descr);
     return -1;
 }
@@ -553,7 +584,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->min_size = 1; /* the tagged-field count */
     for (Py_ssize_t i = 0; i < self->nfields; i++) {
         const field_t *f = &self->fields[i];
-        self->min_size += f->kind == K_STRING || f->kind == K_ARRAY ? 1 : f->width;
+        self->min_size += f->width == 0 ? 1 : f->width; /* a variable-width field: at least its length */
     }
     return (PyObject *)self;
 error:
@@ -567,7 +598,8 @@ PyDoc_STRVAR(plan_doc,
 "fields in wire order as (slot, layout, nullable), `tagged` the known tagged fields as\n"
 "(tag, (slot, layout, nullable)), `defaults` (slot, value) for every other slot. A slot is\n"
 "the class's member descriptor; a layout is a kind name (int8, int16, int32, int64,\n"
-"uint16, bool, uuid, string) or ('array', element), element a fixed-width kind or a Plan.");
+"uint16, bool, uuid, float64, string, bytes) or ('array', element), element a fixed-width\n"
+"kind, 'string' or a Plan.");
 
 static PyTypeObject PlanType = {
     PyVarObject_HEAD_INIT(NULL, 0)

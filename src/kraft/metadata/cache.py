@@ -7,15 +7,31 @@ as it likes while the cache moves on. No threads and no IO here: the Raft listen
 It also counts what KIP-630's `metadata.snapshot.min.changed_records.ratio` needs: the
 snapshot records modified or deleted since the latest snapshot (`changed_records`), against
 the records that snapshot holds (`snapshot_records`).
+
+Transactions replay as Kafka's MetadataBatchLoader replays them: the records between a
+BeginTransactionRecord and its EndTransactionRecord, in one batch or many, apply together
+when the End is read, and an AbortTransactionRecord drops them. Until then the image stays
+where it was before the Begin (records before the Begin in its batch apply on their own,
+so that image may end inside a batch: `batch_aligned` says whether a snapshot may be taken
+of it). A record that does not decode or contradicts the image stops the replay with a
+ReplayError naming its offset, as Kafka's loader stops.
 """
 
 from collections.abc import Iterable
 
 from kraft.metadata.collector import collector_paused
 from kraft.metadata.delta import MetadataDelta
-from kraft.metadata.errors import NotCaughtUpError, OffsetOrderError
+from kraft.metadata.errors import (
+    InvalidRecordError,
+    MetadataRecordError,
+    NotCaughtUpError,
+    OffsetOrderError,
+    ReplayError,
+)
 from kraft.metadata.image import MetadataImage
-from kraft.metadata.snapshot import HasValue, decode_records, load_snapshot
+from kraft.metadata.records import AbortTransactionRecord, BeginTransactionRecord, EndTransactionRecord
+from kraft.metadata.serde import decode_record
+from kraft.metadata.snapshot import HasValue, load_snapshot
 
 
 class MetadataCache:
@@ -24,6 +40,9 @@ class MetadataCache:
         self._changed: dict[tuple, int] = {}  # snapshot record key -> last offset it changed at
         self._snapshot_end = 0  # end offset of the latest snapshot (0: none)
         self._snapshot_records = 0
+        self._next_offset = 0  # the offset the next batch must start at
+        self._transaction: MetadataDelta | None = None  # records since an unfinished Begin
+        self._aligned = True  # the image ends where a batch ends
 
     @property
     def image(self) -> MetadataImage:
@@ -41,12 +60,22 @@ class MetadataCache:
             raise NotCaughtUpError(f"metadata is at offset {self._image.offset}, not yet at {min_offset}")
         return self._image
 
+    @property
+    def batch_aligned(self) -> bool:
+        """Whether the image ends on a batch boundary (not inside a transaction's first batch),
+        so a snapshot of it can have an id."""
+        return self._aligned
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._transaction is not None
+
     def _check_next(self, base_offset: int, last_offset: int) -> None:
-        expected = self._image.offset + 1
+        expected = self._next_offset
         if base_offset != expected or last_offset < base_offset:
             kind = "a gap" if base_offset > expected else "a regression" if base_offset < expected else "empty"
             raise OffsetOrderError(
-                f"batch at offsets {base_offset}..{last_offset} after offset {self._image.offset}: {kind}; "
+                f"batch at offsets {base_offset}..{last_offset} after offset {expected - 1}: {kind}; "
                 f"the next batch must start at {expected}"
             )
 
@@ -56,26 +85,72 @@ class MetadataCache:
         """Applies one committed data batch (Kafka records holding metadata record values).
 
         The batch applies whole or not at all: a record that does not decode or contradicts
-        the image raises, and the cache keeps its image and offset.
+        the image raises ReplayError naming it, and the cache keeps its image and offset.
         """
         self._check_next(base_offset, last_offset)
         with collector_paused():  # see kraft.metadata.collector: images hold no cycles
-            delta = MetadataDelta(self._image).replay_all(decode_records(records))
-            self._image = delta.apply(last_offset, epoch)
-        for key in delta.changed:
+            try:
+                image, transaction, aligned, changed = self._replay(records, base_offset, last_offset, epoch)
+            except (MetadataRecordError, InvalidRecordError) as e:
+                raise ReplayError(base_offset, e) from e
+        self._image, self._transaction, self._aligned = image, transaction, aligned
+        self._next_offset = last_offset + 1
+        for key in changed:
             self._changed[key] = last_offset
         return self._image
+
+    def _replay(
+        self, records: Iterable[HasValue], base_offset: int, last_offset: int, epoch: int
+    ) -> tuple[MetadataImage, MetadataDelta | None, bool, set[tuple]]:
+        """(image, transaction still open, image batch-aligned, changed keys) after a batch."""
+        image, aligned, changed = self._image, self._aligned, set()
+        delta = self._transaction or MetadataDelta(image)
+        in_transaction = self._transaction is not None
+        records_done = 0
+        for offset, r in enumerate(records, base_offset):
+            try:
+                record = decode_record(r.value)
+            except MetadataRecordError as e:
+                raise ReplayError(offset, e) from e
+            kind = type(record)
+            if kind is BeginTransactionRecord:
+                if in_transaction:
+                    raise ReplayError(offset, "a BeginTransactionRecord inside a transaction")
+                if records_done:  # what came before it in this batch applies on its own
+                    image, aligned = delta.apply(offset - 1, epoch), False
+                    changed |= delta.changed
+                    delta = MetadataDelta(image)
+                in_transaction = True
+            elif kind is EndTransactionRecord or kind is AbortTransactionRecord:
+                if not in_transaction:
+                    raise ReplayError(offset, f"a {kind.__name__} without a BeginTransactionRecord")
+                if kind is AbortTransactionRecord:
+                    delta = MetadataDelta(image)
+                in_transaction = False
+            else:
+                try:
+                    delta.replay(record)
+                except InvalidRecordError as e:
+                    raise ReplayError(offset, e) from e
+            records_done += 1
+        if in_transaction:
+            return image, delta, aligned, changed
+        return delta.apply(last_offset, epoch), None, True, changed | delta.changed
 
     def advance(self, *, base_offset: int, last_offset: int, epoch: int) -> None:
         """Moves past a batch that holds no metadata (a control batch: LeaderChange), so the
         next data batch is not taken for a gap."""
         self._check_next(base_offset, last_offset)
-        self._image = MetadataDelta(self._image).apply(last_offset, epoch)
+        self._next_offset = last_offset + 1
+        if self._transaction is None:
+            self._image = MetadataDelta(self._image).apply(last_offset, epoch)
 
     def load_snapshot(self, records: Iterable[HasValue], *, end_offset: int, epoch: int) -> MetadataImage:
         """Replaces the image with the snapshot (end_offset, epoch); the next batch must
         start at end_offset. The image is swapped only once every record has loaded."""
         self._image = load_snapshot(records, end_offset=end_offset, epoch=epoch)
+        self._next_offset = end_offset
+        self._transaction, self._aligned = None, True
         self._changed.clear()
         self._snapshot_end = end_offset
         self._snapshot_records = self._image.record_count()

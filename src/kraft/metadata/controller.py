@@ -31,9 +31,15 @@ from kraft.metadata.configs import (
     check_configs,
     incremental_alter,
 )
-from kraft.metadata.delta import apply_records
+from kraft.metadata.delta import apply_records, partition_changes
 from kraft.metadata.errors import ControllerError, Errors, OperationTooLargeError
-from kraft.metadata.image import BrokerRegistration, ConfigResource, ConfigResourceType, MetadataImage
+from kraft.metadata.image import (
+    DERIVED_FENCING,
+    BrokerRegistration,
+    ConfigResource,
+    ConfigResourceType,
+    MetadataImage,
+)
 from kraft.metadata.placement import assign_replicas, new_topic_id
 from kraft.metadata.records import (
     BrokerEndpoint,
@@ -287,29 +293,45 @@ def register_broker(
         rack=rack,
         fenced=True,
     )
-    return ControllerResult((record,), broker_epoch)
+    return ControllerResult(_with_partition_changes(image, record), broker_epoch)
+
+
+def _with_partition_changes(image: MetadataImage, record: MetadataRecord) -> tuple[MetadataRecord, ...]:
+    """A broker's registration, fencing or unfencing and what it does to the partitions.
+
+    As Kafka's controller does, the ISR and leader changes are written as PartitionChange
+    records beside it, so Kafka's replay rules give the same image. In a log that chose
+    KIP-630's derived fencing (the kraft.derived.fencing feature), the one record is all:
+    every replica derives the changes, and the log stays a few bytes per event.
+    """
+    if image.features.get(DERIVED_FENCING, 0) >= 1:
+        return (record,)
+    return (record, *partition_changes(image, (record,)))
 
 
 def unregister_broker(image: MetadataImage, broker_id: int) -> ControllerResult[None]:
     broker = _registered(image, broker_id)
-    return ControllerResult((UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch),), None)
+    return ControllerResult(
+        _with_partition_changes(image, UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch)), None
+    )
 
 
 def fence_broker(image: MetadataImage, broker_id: int) -> ControllerResult[None]:
-    """One FenceBrokerRecord, whatever the broker hosts: every replica derives the ISR and
-    leader changes. Fencing a fenced broker is a no-op."""
+    """A FenceBrokerRecord and the partition changes it causes (see _with_partition_changes).
+    Fencing a fenced broker is a no-op."""
     broker = _registered(image, broker_id)
     if broker.fenced:
         return ControllerResult((), None)
-    return ControllerResult((FenceBrokerRecord(id=broker_id, epoch=broker.epoch),), None)
+    return ControllerResult(_with_partition_changes(image, FenceBrokerRecord(id=broker_id, epoch=broker.epoch)), None)
 
 
 def unfence_broker(image: MetadataImage, broker_id: int, broker_epoch: int) -> ControllerResult[None]:
-    """One UnfenceBrokerRecord, for the broker's current registration only."""
+    """An UnfenceBrokerRecord for the broker's current registration only, and the leaders
+    it lets leaderless partitions elect."""
     broker = _registered(image, broker_id, broker_epoch)
     if not broker.fenced:
         return ControllerResult((), None)
-    return ControllerResult((UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch),), None)
+    return ControllerResult(_with_partition_changes(image, UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch)), None)
 
 
 # ---------------------------------------------------------------------------- configs

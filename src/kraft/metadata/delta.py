@@ -5,8 +5,16 @@ the topics it touches, and each of those once), then `apply()` makes the next im
 record cannot be applied, `replay` raises InvalidRecordError and the delta is dropped: the
 base image is untouched, so a batch applies whole or not at all.
 
-Fencing is an event, not a list of partition changes (KIP-630, "Amount of Data Replicated").
-Every replica derives the same partition changes from it, in this order and by these rules:
+Records replay by Kafka's rules (its MetadataDelta and PartitionRegistration.merge), so a
+replica of a Kafka cluster's log builds the image Kafka builds: fencing, unfencing and
+registering a broker change that broker only, and the partition changes they cause come as
+PartitionChangeRecords the controller wrote beside them. A PartitionChangeRecord merges as
+Kafka's does: leader epoch + 1 when it names a leader, partition epoch + 1 always.
+
+A log that starts with the `kraft.derived.fencing` feature (the controller's option
+`kraft.metadata.derived.fencing`) asks for the other way, KIP-630's: fencing is an event,
+not a list of partition changes ("Amount of Data Replicated"), and every replica derives
+the same partition changes from it, in this order and by these rules:
 
 * A broker becomes fenced (FenceBroker, a fenced RegisterBroker, UnregisterBroker): in every
   partition whose ISR holds it, it leaves the ISR, unless it is the last member: an empty
@@ -34,33 +42,57 @@ import immutables
 
 from kraft.metadata.errors import InvalidRecordError
 from kraft.metadata.image import (
+    DERIVED_FENCING,
     NO_LEADER,
     BrokerRegistration,
     ConfigResource,
     ConfigResourceType,
+    ControllerRegistration,
     MetadataImage,
     PartitionRegistration,
+    QuotaEntity,
+    ScramCredential,
     TopicImage,
     intern_ids,
 )
 from kraft.metadata.records import (
     NO_LEADER_CHANGE,
+    AbortTransactionRecord,
+    AccessControlEntryRecord,
+    BeginTransactionRecord,
+    BrokerRegistrationChangeRecord,
+    ClearElrRecord,
+    ClientQuotaRecord,
     ConfigRecord,
+    DelegationTokenRecord,
+    EndTransactionRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
+    NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
+    RemoveAccessControlEntryRecord,
+    RemoveDelegationTokenRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UnregisterControllerRecord,
+    UserScramCredentialRecord,
+    ZkMigrationStateRecord,
     uuid_str,
 )
 
 _EMPTY: immutables.Map = immutables.Map()
+_MIGRATING = bytes(16)  # Kafka's DirectoryId.MIGRATING: no directory assigned yet
+_NO_CHANGE = -1  # PartitionChangeRecord.leader_recovery_state: unchanged
+# The image's keyed maps a delta changes by put and remove: (image attribute, changed-key tag).
+_MAPS = {"controllers": "controller", "acls": "acl", "scram_credentials": "scram", "delegation_tokens": "token"}
 _RESOURCE_TYPES = {t.value: t for t in ConfigResourceType}
 IndexChanges = dict[int, dict[bytes, tuple[int, ...] | None]]  # broker -> topic id -> partitions (None: gone)
 
@@ -100,9 +132,13 @@ def _registration(
     leader_recovery_state: int,
     leader_epoch: int,
     partition_epoch: int,
+    directories: tuple[bytes, ...] = (),
+    elr: tuple[int, ...] | None = None,
+    last_known_elr: tuple[int, ...] | None = None,
 ) -> PartitionRegistration:
     """A partition with interned id lists, checked for what every replica relies on when it
     derives fencing: distinct replicas, the ISR among them, the leader in the ISR or none.
+    Directories all MIGRATING are no assignment (), as Kafka reads them; empty ELRs are None.
     Raises ValueError saying what is wrong; the caller says which partition."""
     replicas, isr = intern_ids(replicas), intern_ids(isr)
     if not replicas or len(set(replicas)) != len(replicas):
@@ -111,6 +147,10 @@ def _registration(
         raise ValueError(f"ISR {list(isr)} must be distinct replicas of {list(replicas)}")
     if leader != NO_LEADER and leader not in isr:
         raise ValueError(f"leader {leader} is not in the ISR {list(isr)}")
+    if directories and all(d == _MIGRATING for d in directories):
+        directories = ()
+    if directories and len(directories) != len(replicas):
+        raise ValueError(f"{len(directories)} directories for {len(replicas)} replicas")
     return PartitionRegistration(
         replicas,
         isr,
@@ -120,6 +160,9 @@ def _registration(
         leader_recovery_state,
         leader_epoch,
         partition_epoch,
+        intern_ids(directories) if directories else (),
+        intern_ids(elr) if elr else None,
+        intern_ids(last_known_elr) if last_known_elr else None,
     )
 
 
@@ -139,10 +182,13 @@ def _merged(base: immutables.Map, changes: dict) -> immutables.Map:
 
 
 class MetadataDelta:
-    """The changes of one batch of records on top of `image`."""
+    """The changes of one batch of records on top of `image`. `derive_fencing` replays by
+    KIP-630's rules whatever the log asks (what a controller uses to work out the partition
+    changes it writes for Kafka's)."""
 
-    def __init__(self, image: MetadataImage) -> None:
+    def __init__(self, image: MetadataImage, derive_fencing: bool = False) -> None:
         self.image = image
+        self._derive_fencing = derive_fencing
         self.changed: set[tuple] = set()
         self._features: dict[str, int | None] = {}
         self._brokers: dict[int, BrokerRegistration | None] = {}
@@ -150,6 +196,9 @@ class MetadataDelta:
         self._names: dict[str, bytes | None] = {}  # topic names created (id) or removed (None)
         self._configs: dict[ConfigResource, _ConfigChange] = {}  # whole new configs per resource
         self._next_producer_id: int | None = None
+        self._maps: dict[str, dict[Any, Any]] = {name: {} for name in _MAPS}  # key -> value, None removes
+        self._quotas: dict[QuotaEntity, dict[str, float]] = {}  # whole new quotas per entity
+        self._zk_migration_state: int | None = None
 
     # Reads through the delta.
 
@@ -213,7 +262,11 @@ class MetadataDelta:
                     found.append((tid, pids))
         return found
 
-    # Fencing, derived.
+    def _feature(self, name: str) -> int:
+        level = self._features[name] if name in self._features else self.image.features.get(name)
+        return level or 0
+
+    # Fencing, derived (only in a log with the kraft.derived.fencing feature).
 
     def _elect(self, replicas: tuple[int, ...], isr: tuple[int, ...]) -> int:
         """The first replica, in replica order, in the ISR and unfenced; else no leader."""
@@ -260,7 +313,7 @@ class MetadataDelta:
         if broker_id in self.image.brokers:
             self.changed.add(("broker", broker_id))
         self._brokers[broker_id] = registration
-        if registration is not None:
+        if registration is not None and (self._derive_fencing or self._feature(DERIVED_FENCING) >= 1):
             if registration.fenced:
                 self._fence_effects(broker_id)
             else:
@@ -270,9 +323,27 @@ class MetadataDelta:
 
     def _register_broker(self, r: RegisterBrokerRecord) -> None:
         registration = BrokerRegistration(
-            r.broker_id, r.broker_epoch, r.incarnation_id, r.end_points, r.features, r.rack, r.fenced
+            r.broker_id, r.broker_epoch, r.incarnation_id, r.end_points, r.features, r.rack, r.fenced,
+            r.in_controlled_shutdown, r.is_migrating_zk_broker, r.log_dirs,
         )
         self._set_broker(r.broker_id, registration)
+
+    def _broker_registration_change(self, r: BrokerRegistrationChangeRecord) -> None:
+        broker = self._registered(r.broker_id, r.broker_epoch, "BrokerRegistrationChange")
+        changes: dict[str, Any] = {}
+        if r.fenced in (1, -1):  # Kafka's BrokerRegistrationFencingChange: FENCE, UNFENCE
+            changes["fenced"] = r.fenced == 1
+        elif r.fenced != 0:
+            raise InvalidRecordError(f"BrokerRegistrationChange: fenced value {r.fenced} is not -1, 0 or 1")
+        if r.in_controlled_shutdown == 1:
+            changes["in_controlled_shutdown"] = True
+        elif r.in_controlled_shutdown != 0:
+            raise InvalidRecordError(
+                f"BrokerRegistrationChange: in_controlled_shutdown value {r.in_controlled_shutdown} is not 0 or 1")
+        if r.log_dirs:
+            changes["log_dirs"] = r.log_dirs
+        if changes:
+            self._set_broker(r.broker_id, broker._replace(**changes))
 
     def _unregister_broker(self, r: UnregisterBrokerRecord) -> None:
         broker = self._registered(r.broker_id, r.broker_epoch, "UnregisterBroker")
@@ -309,6 +380,9 @@ class MetadataDelta:
                 r.leader_recovery_state,
                 r.leader_epoch,
                 r.partition_epoch,
+                r.directories,
+                r.eligible_leader_replicas,
+                r.last_known_elr,
             )
             if not 0 <= r.partition_id <= count:
                 raise ValueError(f"the topic has {count} partitions and partition ids are contiguous")
@@ -322,6 +396,9 @@ class MetadataDelta:
             self._set_partition(change, r.partition_id, p)
 
     def _partition_change(self, r: PartitionChangeRecord) -> None:
+        """Kafka's PartitionRegistration.merge: each field the record sets replaces the
+        partition's; naming a leader (even the same one) bumps the leader epoch; the
+        partition epoch goes up by one whatever changed."""
         change = self._topic_for_write(r.topic_id, "PartitionChangeRecord")
         try:
             if not 0 <= r.partition_id < len(change.partitions):
@@ -331,19 +408,41 @@ class MetadataDelta:
                 leader, leader_epoch = p.leader, p.leader_epoch
             else:
                 leader, leader_epoch = r.leader, p.leader_epoch + 1
+            replicas = p.replicas if r.replicas is None else r.replicas
             merged = _registration(
-                p.replicas if r.replicas is None else r.replicas,
+                replicas,
                 p.isr if r.isr is None else r.isr,
                 p.removing_replicas if r.removing_replicas is None else r.removing_replicas,
                 p.adding_replicas if r.adding_replicas is None else r.adding_replicas,
                 leader,
-                p.leader_recovery_state if r.leader_recovery_state == -1 else r.leader_recovery_state,
+                p.leader_recovery_state if r.leader_recovery_state == _NO_CHANGE else r.leader_recovery_state,
                 leader_epoch,
                 p.partition_epoch + 1,
+                _directories(p, r, replicas),
+                p.eligible_leader_replicas if r.eligible_leader_replicas is None else r.eligible_leader_replicas,
+                p.last_known_elr if r.last_known_elr is None else r.last_known_elr,
             )
         except ValueError as e:
             raise InvalidRecordError(f"PartitionChangeRecord {change.name}-{r.partition_id}: {e}") from None
         self._set_partition(change, r.partition_id, merged)
+
+    def _clear_elr(self, r: ClearElrRecord) -> None:
+        """Kafka's TopicsDelta: every partition of the topic (of all topics, for an empty
+        name) that has eligible leader replicas loses them, with partition epoch + 1."""
+        if r.topic_name:
+            topic_id = self._topic_id(r.topic_name)
+            if topic_id is None:
+                raise InvalidRecordError(f"ClearElrRecord: unknown topic {r.topic_name!r}")
+            topic_ids = [topic_id]
+        else:
+            topic_ids = [tid for tid in {*self.image.topics_by_id.keys(), *self._topics} if self._topics.get(tid, 1)]
+        for tid in topic_ids:
+            for pid, p in enumerate(self._partitions(tid)):
+                if p.eligible_leader_replicas is not None or p.last_known_elr is not None:
+                    change = self._topic_for_write(tid, "ClearElrRecord")
+                    cleared = p._replace(eligible_leader_replicas=None, last_known_elr=None,
+                                         partition_epoch=p.partition_epoch + 1)
+                    self._set_partition(change, pid, cleared)
 
     def _remove_topic(self, r: RemoveTopicRecord) -> None:
         change = self._topic_for_write(r.topic_id, "RemoveTopicRecord")
@@ -390,6 +489,67 @@ class MetadataDelta:
             self.changed.add(("feature", r.name))
         self._features[r.name] = r.feature_level if r.feature_level > 0 else None  # level 0 removes
 
+    def _client_quota(self, r: ClientQuotaRecord) -> None:
+        entity: QuotaEntity = tuple(sorted((e.entity_type, e.entity_name) for e in r.entity))
+        quotas = self._quotas.get(entity)
+        if quotas is None:
+            quotas = self._quotas[entity] = dict(self.image.client_quotas.get(entity, _EMPTY))
+        if r.key in self.image.client_quotas.get(entity, _EMPTY):
+            self.changed.add(("quota", entity, r.key))
+        if r.remove:
+            quotas.pop(r.key, None)
+        else:
+            quotas[r.key] = r.value
+
+    def _put(self, name: str, key: Any, value: Any, what: str) -> None:
+        """A put (or, with None, a removal) in one of the image's keyed maps (see _MAPS)."""
+        changes = self._maps[name]
+        exists = changes[key] is not None if key in changes else key in getattr(self.image, name)
+        if value is None and not exists:
+            raise InvalidRecordError(f"{what}: no such entry {key!r}")
+        if key in getattr(self.image, name):
+            self.changed.add((_MAPS[name], key))
+        changes[key] = value
+
+    def _register_controller(self, r: RegisterControllerRecord) -> None:
+        registration = ControllerRegistration(
+            r.controller_id, r.incarnation_id, r.zk_migration_ready, r.end_points, r.features
+        )
+        self._put("controllers", r.controller_id, registration, "RegisterController")
+
+    def _unregister_controller(self, r: UnregisterControllerRecord) -> None:
+        self._put("controllers", r.controller_id, None, "UnregisterController")
+
+    def _acl(self, r: AccessControlEntryRecord) -> None:
+        self._put("acls", r.id, r, "AccessControlEntry")
+
+    def _remove_acl(self, r: RemoveAccessControlEntryRecord) -> None:
+        self._put("acls", r.id, None, "RemoveAccessControlEntry")
+
+    def _scram(self, r: UserScramCredentialRecord) -> None:
+        credential = ScramCredential(r.salt, r.stored_key, r.server_key, r.iterations)
+        self._put("scram_credentials", (r.name, r.mechanism), credential, "UserScramCredential")
+
+    def _remove_scram(self, r: RemoveUserScramCredentialRecord) -> None:
+        self._put("scram_credentials", (r.name, r.mechanism), None, "RemoveUserScramCredential")
+
+    def _token(self, r: DelegationTokenRecord) -> None:
+        self._put("delegation_tokens", r.token_id, r, "DelegationToken")
+
+    def _remove_token(self, r: RemoveDelegationTokenRecord) -> None:
+        self._put("delegation_tokens", r.token_id, None, "RemoveDelegationToken")
+
+    def _zk_migration(self, r: ZkMigrationStateRecord) -> None:
+        if self.image.zk_migration_state >= 0:
+            self.changed.add(("zk_migration",))
+        self._zk_migration_state = r.zk_migration_state
+
+    def _no_op(self, r: NoOpRecord) -> None:
+        """Only moves the offset (the image's offset is the batch's)."""
+
+    def _transaction_marker(self, r: Any) -> None:
+        raise InvalidRecordError(f"{type(r).__name__}: transactions are replayed by MetadataCache, not a delta")
+
     def _producer_ids(self, r: ProducerIdsRecord) -> None:
         current = self.image.next_producer_id if self._next_producer_id is None else self._next_producer_id
         if r.next_producer_id <= current:
@@ -412,6 +572,22 @@ class MetadataDelta:
         ConfigRecord: _config,
         FeatureLevelRecord: _feature_level,
         ProducerIdsRecord: _producer_ids,
+        BrokerRegistrationChangeRecord: _broker_registration_change,
+        ClearElrRecord: _clear_elr,
+        ClientQuotaRecord: _client_quota,
+        RegisterControllerRecord: _register_controller,
+        UnregisterControllerRecord: _unregister_controller,
+        AccessControlEntryRecord: _acl,
+        RemoveAccessControlEntryRecord: _remove_acl,
+        UserScramCredentialRecord: _scram,
+        RemoveUserScramCredentialRecord: _remove_scram,
+        DelegationTokenRecord: _token,
+        RemoveDelegationTokenRecord: _remove_token,
+        ZkMigrationStateRecord: _zk_migration,
+        NoOpRecord: _no_op,
+        BeginTransactionRecord: _transaction_marker,
+        EndTransactionRecord: _transaction_marker,
+        AbortTransactionRecord: _transaction_marker,
     }
 
     def replay(self, record: MetadataRecord) -> None:
@@ -439,6 +615,7 @@ class MetadataDelta:
             image.configs,
             {res: (immutables.Map(c.entries) if c.entries else None) for res, c in self._configs.items()},
         )
+        quotas = _merged(image.client_quotas, {e: (immutables.Map(q) if q else None) for e, q in self._quotas.items()})
         return MetadataImage(
             offset=offset,
             epoch=epoch,
@@ -449,6 +626,11 @@ class MetadataDelta:
             brokers_to_isrs=isrs,
             configs=configs,
             next_producer_id=image.next_producer_id if self._next_producer_id is None else self._next_producer_id,
+            client_quotas=quotas,
+            zk_migration_state=(
+                image.zk_migration_state if self._zk_migration_state is None else self._zk_migration_state
+            ),
+            **{name: _merged(getattr(image, name), changes) for name, changes in self._maps.items()},
         )
 
     def _apply_topics(self) -> tuple[immutables.Map, immutables.Map, immutables.Map]:
@@ -476,6 +658,14 @@ class MetadataDelta:
         by_id.update(new_by_id)
         by_name.update({topic.name: topic for topic in new_by_id.values()})
         return by_id.finish(), by_name.finish(), _apply_index(image.brokers_to_isrs, index)
+
+
+def _directories(p: PartitionRegistration, r: PartitionChangeRecord, replicas: tuple[int, ...]) -> tuple[bytes, ...]:
+    """Kafka's merge of directories: the record's if it has them; the partition's otherwise,
+    unless the replicas changed in number (then none are assigned: all MIGRATING)."""
+    if r.directories is not None:
+        return r.directories
+    return p.directories if len(p.directories) in (0, len(replicas)) else ()
 
 
 def _index_new_topic(index: IndexChanges, tid: bytes, partitions: tuple) -> None:
@@ -521,6 +711,27 @@ def _apply_index(base: immutables.Map, changes: IndexChanges) -> immutables.Map:
         else:
             out.pop(b, None)
     return out.finish()
+
+
+def partition_changes(image: MetadataImage, records: Iterable[MetadataRecord]) -> list[PartitionChangeRecord]:
+    """The PartitionChangeRecords that write down what KIP-630's fencing rules derive from
+    `records` (fencing, unfencing, registering a broker): what Kafka's controller writes
+    beside them, so that Kafka's replay (which derives nothing) ends where derivation would.
+    Each names the leader whenever the leader or the ISR changed, so the leader epoch moves
+    as derivation moves it."""
+    delta = MetadataDelta(image, derive_fencing=True).replay_all(records)
+    changes = []
+    for tid, change in delta._topics.items():
+        if change is None or not change.base_count:
+            continue
+        base = image.topics_by_id[tid].partitions
+        for pid in sorted(change.dirty):
+            old, new = base[pid], change.partitions[pid]
+            if (old.isr, old.leader) != (new.isr, new.leader):
+                changes.append(PartitionChangeRecord(
+                    partition_id=pid, topic_id=tid, isr=new.isr if new.isr != old.isr else None, leader=new.leader,
+                ))
+    return changes
 
 
 def apply_records(image: MetadataImage, records: Iterable[MetadataRecord], *, offset: int, epoch: int) -> MetadataImage:

@@ -53,6 +53,16 @@ class InvalidRecordError(MetadataError):
     """A committed record that cannot be applied to the image it follows."""
 
 
+class ReplayError(MetadataError):
+    """A committed record that cannot be replayed: it does not decode (a type or version
+    newer than this build, or damage) or it contradicts the image. The replica stops there,
+    as Kafka's metadata loader does, with the offset in the message."""
+
+    def __init__(self, offset: int, reason: object) -> None:
+        super().__init__(f"cannot replay the metadata record at offset {offset}: {reason}")
+        self.offset = offset
+
+
 class OffsetOrderError(MetadataError):
     """A batch handed to the metadata cache out of offset order (a gap or a regression)."""
 

@@ -12,9 +12,15 @@ its partitions as a tuple indexed by partition id, and replica and ISR lists are
 a cluster has few distinct lists, and a million partitions share them.
 
 `brokers_to_isrs` (Kafka's BrokersToIsrs) maps a broker id to the topics and partitions
-whose ISR holds it. FenceBroker and UnfenceBroker are events that every replica expands
-into partition changes (KIP-630's "Amount of Data Replicated"); this index keeps that work
+whose ISR holds it. In a log that asks for derived fencing (the `kraft.derived.fencing`
+feature), FenceBroker and UnfenceBroker are events that every replica expands into
+partition changes (KIP-630's "Amount of Data Replicated"); this index keeps that work
 proportional to the partitions the broker hosts, not to the image.
+
+Besides brokers, topics and configs, the image holds every other part of Kafka's: features
+(metadata.version among them), controllers, ACLs, client quotas, SCRAM credentials (salted
+hashes only: the password is never in the log), delegation tokens, the producer-id block and
+the ZooKeeper migration state.
 """
 
 import enum
@@ -28,18 +34,30 @@ import immutables
 from kraft.metadata.records import (
     BrokerEndpoint,
     BrokerFeature,
+    ClientQuotaRecord,
     ConfigRecord,
+    ControllerEndpoint,
+    ControllerFeature,
+    EntityData,
     FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
+    ZkMigrationStateRecord,
 )
 from kraft.metadata.serde import encode_record
 
 NO_LEADER = -1
 METADATA_VERSION = "metadata.version"  # Kafka writes this feature first: readers decode by it
+# A feature only kraft writes: its log fences by events every replica expands (KIP-630)
+# rather than by the partition changes Kafka's controller writes. Readers replay by it.
+DERIVED_FENCING = "kraft.derived.fencing"
+
+QuotaEntity = tuple[tuple[str, str | None], ...]  # (entity type, name) pairs, sorted by type
 
 
 class ConfigResourceType(enum.IntEnum):
@@ -61,8 +79,11 @@ class ConfigResource(NamedTuple):
 class PartitionRegistration(NamedTuple):
     """One partition's state (Kafka's PartitionRegistration), without its topic and id.
 
-    The fields are PartitionRecord's version 0 fields after the partition and topic ids, in
-    the same order: `PartitionRecord(partition_id, topic_id, *registration)` writes it."""
+    The fields are PartitionRecord's fields after the partition and topic ids, in the same
+    order: `PartitionRecord(partition_id, topic_id, *registration)` writes it. Directories
+    are () when unassigned (Kafka's all-MIGRATING), and the eligible leader replicas (KIP-966)
+    None when there are none, which are those fields' defaults in the record: a partition
+    that has neither is written as version 0."""
 
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
@@ -72,6 +93,9 @@ class PartitionRegistration(NamedTuple):
     leader_recovery_state: int
     leader_epoch: int
     partition_epoch: int
+    directories: tuple[bytes, ...] = ()
+    eligible_leader_replicas: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
 
 
 class TopicImage(NamedTuple):
@@ -88,6 +112,26 @@ class BrokerRegistration(NamedTuple):
     features: tuple[BrokerFeature, ...]
     rack: str | None
     fenced: bool
+    in_controlled_shutdown: bool = False
+    is_migrating_zk_broker: bool = False
+    log_dirs: tuple[bytes, ...] = ()
+
+
+class ControllerRegistration(NamedTuple):
+    id: int
+    incarnation_id: bytes
+    zk_migration_ready: bool
+    endpoints: tuple[ControllerEndpoint, ...]
+    features: tuple[ControllerFeature, ...]
+
+
+class ScramCredential(NamedTuple):
+    """A user's credential for one mechanism: salted hashes, never the password (KIP-554)."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
 
 
 _INTERNED: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -122,6 +166,12 @@ class MetadataImage:
     brokers_to_isrs: immutables.Map = field(default=_EMPTY)  # broker -> topic id -> partition ids
     configs: immutables.Map = field(default=_EMPTY)  # ConfigResource -> Map(name -> value)
     next_producer_id: int = -1  # first id of the next block; -1 before any allocation
+    controllers: immutables.Map = field(default=_EMPTY)  # id -> ControllerRegistration
+    acls: immutables.Map = field(default=_EMPTY)  # 16-byte id -> AccessControlEntryRecord
+    client_quotas: immutables.Map = field(default=_EMPTY)  # QuotaEntity -> Map(key -> value)
+    scram_credentials: immutables.Map = field(default=_EMPTY)  # (user, mechanism) -> ScramCredential
+    delegation_tokens: immutables.Map = field(default=_EMPTY)  # token id -> DelegationTokenRecord
+    zk_migration_state: int = -1  # ZkMigrationStateRecord's value; -1 if none was written
 
     @property
     def end_offset(self) -> int:
@@ -150,10 +200,16 @@ class MetadataImage:
         return (
             len(self.features)
             + len(self.brokers)
+            + len(self.controllers)
             + len(self.topics_by_id)
             + self.partition_count()
             + sum(len(c) for c in self.configs.values())
+            + sum(len(q) for q in self.client_quotas.values())
             + (1 if self.next_producer_id >= 0 else 0)
+            + len(self.acls)
+            + len(self.scram_credentials)
+            + len(self.delegation_tokens)
+            + (1 if self.zk_migration_state >= 0 else 0)
         )
 
     def digest(self) -> str:
@@ -169,22 +225,35 @@ class MetadataImage:
 
 def image_to_records(image: MetadataImage) -> Iterator[MetadataRecord]:
     """The records a snapshot of `image` holds, in a fixed order, so one image always makes
-    the same snapshot bytes: features (metadata.version first), brokers by id, topics by name
-    each followed by its partitions, configs by resource and name, then the producer-id block.
-    Brokers precede partitions, so loading never derives fencing effects from them."""
+    the same snapshot bytes, and in the order of Kafka's MetadataImage.write: features
+    (metadata.version first) and the migration state, brokers then controllers by id, topics
+    by name each followed by its partitions, configs, client quotas, the producer-id block,
+    ACLs, SCRAM credentials, delegation tokens. Brokers precede partitions, so loading never
+    derives fencing effects from them."""
     features = sorted(image.features.items(), key=lambda kv: (kv[0] != METADATA_VERSION, kv[0]))
     for name, level in features:
         yield FeatureLevelRecord(name=name, feature_level=level)
+    if image.zk_migration_state >= 0:
+        yield ZkMigrationStateRecord(zk_migration_state=image.zk_migration_state)
     for broker_id in sorted(image.brokers.keys()):
         b = image.brokers[broker_id]
         yield RegisterBrokerRecord(
             broker_id=b.id,
+            is_migrating_zk_broker=b.is_migrating_zk_broker,
             incarnation_id=b.incarnation_id,
             broker_epoch=b.epoch,
             end_points=b.endpoints,
             features=b.features,
             rack=b.rack,
             fenced=b.fenced,
+            in_controlled_shutdown=b.in_controlled_shutdown,
+            log_dirs=b.log_dirs,
+        )
+    for controller_id in sorted(image.controllers.keys()):
+        c = image.controllers[controller_id]
+        yield RegisterControllerRecord(
+            controller_id=c.id, incarnation_id=c.incarnation_id, zk_migration_ready=c.zk_migration_ready,
+            end_points=c.endpoints, features=c.features,
         )
     for name in sorted(image.topics_by_name.keys()):
         topic = image.topics_by_name[name]
@@ -197,5 +266,23 @@ def image_to_records(image: MetadataImage) -> Iterator[MetadataRecord]:
             yield ConfigRecord(
                 resource_type=resource.type, resource_name=resource.name, name=key, value=entries[key]
             )
+    for entity in sorted(image.client_quotas.keys(), key=_entity_order):
+        quotas = image.client_quotas[entity]
+        data = tuple(EntityData(entity_type=t, entity_name=n) for t, n in entity)
+        for key in sorted(quotas.keys()):
+            yield ClientQuotaRecord(entity=data, key=key, value=quotas[key], remove=False)
     if image.next_producer_id >= 0:
         yield ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id)
+    for acl_id in sorted(image.acls.keys()):
+        yield image.acls[acl_id]
+    for user, mechanism in sorted(image.scram_credentials.keys()):
+        c = image.scram_credentials[(user, mechanism)]
+        yield UserScramCredentialRecord(name=user, mechanism=mechanism, salt=c.salt, stored_key=c.stored_key,
+                                        server_key=c.server_key, iterations=c.iterations)
+    for token_id in sorted(image.delegation_tokens.keys()):
+        yield image.delegation_tokens[token_id]
+
+
+def _entity_order(entity: QuotaEntity) -> tuple:
+    """Entities sorted with None (the default entity) before any name."""
+    return tuple((t, n is not None, n or "") for t, n in entity)

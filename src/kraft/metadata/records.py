@@ -5,15 +5,28 @@ Each class is declared once, field by field in wire order, from Kafka's
 writes them from these declarations. Field names are Kafka's in snake case. Topic and
 directory ids are Kafka UUIDs kept as 16 raw bytes (`uuid_str` prints Kafka's form).
 
-Versions newer than 0 add only what kraft does not model: log directories (KIP-858),
-eligible leader replicas (KIP-966), ZooKeeper migration and controlled shutdown. They are
-read (their fields are declared) but kraft writes version 0 of every record, which carries
-everything its image holds.
+Every record type Kafka defines (API keys 0 to 29; 6, 13 and 16 were never used) at every
+version Kafka defines, tagged fields included. kraft writes the lowest version that holds
+what it writes.
 """
 
 import base64
 
-from kraft.metadata.schema import BOOL, INT8, INT16, INT32, INT64, STRING, UINT16, UUID, ArrayOf, message, wire
+from kraft.metadata.schema import (
+    BOOL,
+    BYTES,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UINT16,
+    UUID,
+    ArrayOf,
+    message,
+    wire,
+)
 
 
 def uuid_str(uuid: bytes) -> str:
@@ -92,11 +105,7 @@ NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader: the leader did not change
 
 @message(api_key=5, versions=(0, 2))
 class PartitionChangeRecord:
-    """Only the fields that changed are set; the others keep their "no change" defaults.
-
-    Versions 1 and 2 add tagged fields only (KIP-858 directories, KIP-966 ELR), which this
-    reader skips as unknown tags.
-    """
+    """Only the fields that changed are set; the others keep their "no change" defaults."""
 
     partition_id: int = wire(INT32, default=-1)
     topic_id: bytes = wire(UUID)
@@ -106,6 +115,9 @@ class PartitionChangeRecord:
     removing_replicas: tuple[int, ...] | None = wire(ArrayOf(INT32), nullable=True, tag=3, default=None)
     adding_replicas: tuple[int, ...] | None = wire(ArrayOf(INT32), nullable=True, tag=4, default=None)
     leader_recovery_state: int = wire(INT8, tag=5, default=-1)
+    directories: tuple[bytes, ...] | None = wire(ArrayOf(UUID), since=1, nullable=True, tag=8, default=None)
+    eligible_leader_replicas: tuple[int, ...] | None = wire(ArrayOf(INT32), since=2, nullable=True, tag=6, default=None)
+    last_known_elr: tuple[int, ...] | None = wire(ArrayOf(INT32), since=2, nullable=True, tag=7, default=None)
 
 
 @message(api_key=7)
@@ -125,10 +137,45 @@ class RemoveTopicRecord:
     topic_id: bytes = wire(UUID)
 
 
+@message(api_key=10)
+class DelegationTokenRecord:
+    owner: str = wire(STRING)
+    requester: str = wire(STRING)
+    renewers: tuple[str, ...] = wire(ArrayOf(STRING))
+    issue_timestamp: int = wire(INT64)
+    max_timestamp: int = wire(INT64)
+    expiration_timestamp: int = wire(INT64)
+    token_id: str = wire(STRING)
+
+
+@message(api_key=11)
+class UserScramCredentialRecord:
+    name: str = wire(STRING)
+    mechanism: int = wire(INT8)
+    salt: bytes = wire(BYTES)
+    stored_key: bytes = wire(BYTES)
+    server_key: bytes = wire(BYTES)
+    iterations: int = wire(INT32)
+
+
 @message(api_key=12)
 class FeatureLevelRecord:
     name: str = wire(STRING)
     feature_level: int = wire(INT16)
+
+
+@message()
+class EntityData:
+    entity_type: str = wire(STRING)
+    entity_name: str | None = wire(STRING, nullable=True)
+
+
+@message(api_key=14)
+class ClientQuotaRecord:
+    entity: tuple[EntityData, ...] = wire(ArrayOf(EntityData))
+    key: str = wire(STRING)
+    value: float = wire(FLOAT64)
+    remove: bool = wire(BOOL)
 
 
 @message(api_key=15)
@@ -136,6 +183,111 @@ class ProducerIdsRecord:
     broker_id: int = wire(INT32)
     broker_epoch: int = wire(INT64, default=-1)
     next_producer_id: int = wire(INT64)
+
+
+@message(api_key=17, versions=(0, 2))
+class BrokerRegistrationChangeRecord:
+    """`fenced`: 1 fences, -1 unfences, 0 leaves it; `in_controlled_shutdown`: 1 enters it."""
+
+    broker_id: int = wire(INT32)
+    broker_epoch: int = wire(INT64)
+    fenced: int = wire(INT8, tag=0)
+    in_controlled_shutdown: int = wire(INT8, since=1, tag=1)
+    log_dirs: tuple[bytes, ...] = wire(ArrayOf(UUID), since=2, tag=2)
+
+
+@message(api_key=18)
+class AccessControlEntryRecord:
+    id: bytes = wire(UUID)
+    resource_type: int = wire(INT8)
+    resource_name: str = wire(STRING)
+    pattern_type: int = wire(INT8)
+    principal: str = wire(STRING)
+    host: str = wire(STRING)
+    operation: int = wire(INT8)
+    permission_type: int = wire(INT8)
+
+
+@message(api_key=19)
+class RemoveAccessControlEntryRecord:
+    id: bytes = wire(UUID)
+
+
+@message(api_key=20)
+class NoOpRecord:
+    """Written while the controller is idle (metadata.max.idle.interval.ms), so readers see
+    the log move and followers' lag can be measured."""
+
+
+@message(api_key=21)
+class ZkMigrationStateRecord:
+    zk_migration_state: int = wire(INT8)
+
+
+@message(api_key=22)
+class RemoveUserScramCredentialRecord:
+    name: str = wire(STRING)
+    mechanism: int = wire(INT8)
+
+
+@message(api_key=23)
+class BeginTransactionRecord:
+    """The records up to the matching EndTransactionRecord apply together, or (on an
+    AbortTransactionRecord) not at all."""
+
+    name: str | None = wire(STRING, nullable=True, tag=0, default=None)
+
+
+@message(api_key=24)
+class EndTransactionRecord:
+    pass
+
+
+@message(api_key=25)
+class AbortTransactionRecord:
+    reason: str | None = wire(STRING, nullable=True, tag=0, default=None)
+
+
+@message(api_key=26)
+class RemoveDelegationTokenRecord:
+    token_id: str = wire(STRING)
+
+
+@message()
+class ControllerEndpoint:
+    name: str = wire(STRING)
+    host: str = wire(STRING)
+    port: int = wire(UINT16)
+    security_protocol: int = wire(INT16)
+
+
+@message()
+class ControllerFeature:
+    name: str = wire(STRING)
+    min_supported_version: int = wire(INT16)
+    max_supported_version: int = wire(INT16)
+
+
+@message(api_key=27)
+class RegisterControllerRecord:
+    controller_id: int = wire(INT32)
+    incarnation_id: bytes = wire(UUID)
+    zk_migration_ready: bool = wire(BOOL)
+    end_points: tuple[ControllerEndpoint, ...] = wire(ArrayOf(ControllerEndpoint))
+    features: tuple[ControllerFeature, ...] = wire(ArrayOf(ControllerFeature))
+
+
+@message(api_key=28)
+class ClearElrRecord:
+    """Clears the eligible leader replicas of one topic's partitions, or of every topic's
+    when the name is empty."""
+
+    topic_name: str = wire(STRING)
+
+
+@message(api_key=29)
+class UnregisterControllerRecord:
+    controller_id: int = wire(INT32)
 
 
 MetadataRecord = (
@@ -148,8 +300,24 @@ MetadataRecord = (
     | FenceBrokerRecord
     | UnfenceBrokerRecord
     | RemoveTopicRecord
+    | DelegationTokenRecord
+    | UserScramCredentialRecord
     | FeatureLevelRecord
+    | ClientQuotaRecord
     | ProducerIdsRecord
+    | BrokerRegistrationChangeRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
+    | NoOpRecord
+    | ZkMigrationStateRecord
+    | RemoveUserScramCredentialRecord
+    | BeginTransactionRecord
+    | EndTransactionRecord
+    | AbortTransactionRecord
+    | RemoveDelegationTokenRecord
+    | RegisterControllerRecord
+    | ClearElrRecord
+    | UnregisterControllerRecord
 )
 
 RECORD_TYPES: tuple[type, ...] = MetadataRecord.__args__  # type: ignore[attr-defined]

@@ -92,6 +92,7 @@ INT64 = _Fixed("int64", "q", 0)
 UINT16 = _Fixed("uint16", "H", 0)
 BOOL = _Fixed("bool", "?", False)
 UUID = _Fixed("uuid", "16s", ZERO_UUID)
+FLOAT64 = _Fixed("float64", "d", 0.0)
 
 
 def _out_of_range(wire_type: WireType, error: Exception) -> str:
@@ -134,6 +135,27 @@ class _String(WireType):
 STRING = _String()
 
 
+class _Bytes(WireType):
+    name = "bytes"
+    default = b""
+
+    def layout(self, version: int) -> Layout:
+        return "bytes"
+
+    def writer(self, version: int, nullable: bool) -> Writer:
+        def write(value: bytes | None, out: list) -> None:
+            if value is None:
+                out.append(_write_null(nullable, "bytes"))
+                return
+            out.append(uvarint(len(value) + 1))
+            out.append(bytes(value))
+
+        return write
+
+
+BYTES = _Bytes()
+
+
 class ArrayOf(WireType):
     """A compact array of a fixed-width type or of a struct (a class declared with `message`)."""
 
@@ -144,13 +166,15 @@ class ArrayOf(WireType):
         self.name = f"[]{getattr(element, '__name__', element)}"
 
     def _write_items(self, version: int) -> Writer:
-        """Writes the elements: one struct call for int32s, a loop otherwise."""
+        """Writes the elements: one struct call for fixed-width ones, a loop otherwise."""
         element = self.element
         if isinstance(element, type):
             return _repeat(element.__schema__.writer(version))
         if element is UUID:
             return _write_uuids
         code = element.code
+        if code is None:  # strings
+            return _repeat(element.writer(version, False))
 
         def write_items(items: tuple, out: list) -> None:
             out.append(struct.pack(f">{len(items)}{code}", *items))
@@ -228,6 +252,11 @@ class Schema:
         self.api_key = api_key
         self.versions = versions
         self.fields = [(f.name, f.metadata["wire"], f.default) for f in dataclasses.fields(cls)]
+        # Fields newer than the lowest version, newest first: what decides the version to write.
+        self._newer = sorted(
+            ((wf.since, attrgetter(name), default) for name, wf, default in self.fields if wf.since > versions[0]),
+            key=lambda entry: -entry[0],
+        )
         self._plans: dict[int, _fields.Plan] = {}
         self._writers: dict[int, Writer] = {}
 
@@ -237,6 +266,13 @@ class Schema:
         if p is None:
             p = self._plans[version] = self._compile_plan(version)
         return p
+
+    def version_for(self, obj: Any) -> int:
+        """The lowest version that holds `obj`: the first to have every field it sets."""
+        for since, get, default in self._newer:
+            if get(obj) != default:
+                return since
+        return self.versions[0]
 
     def writer(self, version: int) -> Writer:
         w = self._writers.get(version)

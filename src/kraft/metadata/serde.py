@@ -30,10 +30,11 @@ def _read_plans(cls: type) -> tuple:
 _DECODER = _fields.Decoder(MetadataRecordError, FRAME_VERSION, [_read_plans(cls) for cls in RECORD_TYPES])
 
 def encode_record(record: MetadataRecord, version: int | None = None) -> bytes:
-    """The framed value of `record`, at `version` (default: the lowest, which kraft writes)."""
+    """The framed value of `record`, at `version` (default: the lowest that holds it, which
+    is what kraft writes)."""
     schema: Schema = type(record).__schema__  # type: ignore[attr-defined]
     if version is None:
-        version = schema.versions[0]
+        version = schema.version_for(record)
     header = _HEADERS.get((schema.api_key, version))
     if header is None:
         header = uvarint(FRAME_VERSION) + uvarint(schema.api_key) + uvarint(version)

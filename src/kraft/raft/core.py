@@ -168,7 +168,7 @@ class RaftCore:
         self._end_quorum_acked: set[int] = set()
         self._successors: tuple[int, ...] = ()
         self._notified: LeaderAndEpoch | None = None
-        self._foreign_clusters: set[object] = set()  # cluster ids refused, and peers refusing us (logged once)
+        self._foreign_clusters: set[int] = set()  # peers refusing our cluster id (logged once)
         self._refusals_logged: set[object] = set()  # hostile or broken requests already logged
         # Snapshots (KIP-630).
         self._known_snapshots: list[SnapshotId] = []
@@ -701,12 +701,10 @@ class RaftCore:
         theirs = getattr(request, "cluster_id", None)
         if theirs is None or self.config.cluster_id is None or theirs == self.config.cluster_id:
             return True
-        if theirs not in self._foreign_clusters:
-            self._foreign_clusters.add(theirs)
-            log.error(
-                "node %d: refusing %s from cluster %s: this is cluster %s (INCONSISTENT_CLUSTER_ID)",
-                self.node_id, type(request).__name__, theirs, self.config.cluster_id,
-            )
+        # Said once per cluster id, quoted: the id is the sender's, any bytes at all.
+        self._log_once(("cluster", theirs), logging.ERROR,
+                       "node %d: refusing %s from cluster %r: this is cluster %s (INCONSISTENT_CLUSTER_ID)",
+                       self.node_id, type(request).__name__, theirs, self.config.cluster_id)
         return False
 
     def _refused_as_foreign(self, source: int, response: Any) -> bool:

@@ -48,6 +48,13 @@ def _int(low: int | None = None, high: int | None = None) -> Callable[[str], int
     return parse
 
 
+def _bool(value: str) -> bool:
+    text = value.strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"{value!r} is not true or false")
+    return text == "true"
+
+
 def _ratio(value: str) -> float:
     try:
         r = float(value)
@@ -147,6 +154,9 @@ SCHEMA: dict[str, tuple[Callable[[str], Any], Any]] = {
     # A request whose bytes do not all arrive within this of its first byte is dropped with
     # its connection (Kafka has no such limit; 30 s is its clients' request.timeout.ms).
     "kraft.request.arrival.timeout.ms": (_int(1), 30_000),
+    "metadata.max.idle.interval.ms": (_int(0), 500),  # a NoOpRecord when idle this long; 0: never
+    # KIP-630's fencing events instead of Kafka's partition changes, for a log bootstrapped here
+    "kraft.metadata.derived.fencing": (_bool, False),
     "broker.session.timeout.ms": (_int(1), 9000),
     "broker.heartbeat.interval.ms": (_int(1), 2000),
     "kraft.metrics.port": (_int(-1, 65535), 0),  # Prometheus endpoint; 0 picks a free port, -1 turns it off

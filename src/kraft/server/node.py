@@ -24,6 +24,7 @@ from random import Random
 from typing import Any
 
 from kraft.controller import QuorumController, SnapshotJob
+from kraft.metadata import ReplayError
 from kraft.protocol import KafkaServer
 from kraft.protocol.tasks import cancel_and_wait
 from kraft.raft import InvariantViolation, RaftConfig, RaftCore, Reply, Send
@@ -49,9 +50,11 @@ PARTITION_DIR = "__cluster_metadata-0"
 # What stops a node at once: a write, sync, truncation, rename or removal that failed (the
 # data's durability is unknown: after a failed fsync the kernel may have dropped the pages
 # it could not write, and a second fsync would succeed with the data gone), durable data
-# that no longer reads back, or the core finding its own rules broken. The core is sans-IO,
-# so an OSError out of a step can only come from the storage it was handed.
-FATAL = (InvariantViolation, OSError, CorruptLogError, CorruptSnapshotError)
+# that no longer reads back, a committed metadata record that cannot be replayed (newer than
+# this build, or contradicting the image: Kafka's loader stops there too), or the core
+# finding its own rules broken. The core is sans-IO, so an OSError out of a step can only
+# come from the storage it was handed.
+FATAL = (InvariantViolation, OSError, CorruptLogError, CorruptSnapshotError, ReplayError)
 
 # The Raft RPCs, as the core speaks them: (api key, version).
 RAFT_APIS = {
@@ -88,6 +91,8 @@ class KraftNode:
                 config["metadata.log.max.snapshot.interval.ms"],
             ),
             freeze_loaded_images=True,  # a full collection over a large image would stall the loop
+            idle_interval_ms=config["metadata.max.idle.interval.ms"],
+            derived_fencing=config["kraft.metadata.derived.fencing"],
         )
         self.core: RaftCore | None = None
         self.stopping = False
@@ -286,7 +291,9 @@ class KraftNode:
         if core.wants_flush and not self._flushing:
             self._flushing = True
             self._flush_task = asyncio.create_task(self._flush())
-        job = self.controller.start_snapshot(self.now())
+        now = self.now()
+        self.controller.poll(now)
+        job = self.controller.start_snapshot(now)
         if job is not None:
             self._spawn(self._snapshot(job))
         for listener in self._step_listeners:
@@ -346,7 +353,9 @@ class KraftNode:
     def _arm_timer(self, core: RaftCore) -> None:
         """Makes sure a tick comes by the core's next deadline (and at least once a second)."""
         loop = asyncio.get_running_loop()
-        due = loop.time() + min(max(0.0, (core.next_deadline() - self.now()) / 1000), 1.0)
+        now = self.now()
+        deadline = min(core.next_deadline(), self.controller.next_deadline(now) or core.next_deadline())
+        due = loop.time() + min(max(0.0, (deadline - now) / 1000), 1.0)
         if self._timer is not None and self._timer_due <= due:
             return  # an earlier tick is armed; it looks again when it fires
         if self._timer is not None:
@@ -359,7 +368,8 @@ class KraftNode:
         core = self.core
         if core is None or self.stopping or self.failure is not None:
             return
-        if core.next_deadline() <= self.now():
+        now = self.now()
+        if min(core.next_deadline(), self.controller.next_deadline(now) or now + 1) <= now:
             self.step(lambda c, now: c.tick(now))
         else:
             self._arm_timer(core)  # woke early (the 1 s cap, or the clocks disagree by a little)

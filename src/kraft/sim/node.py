@@ -84,7 +84,7 @@ class SimNode:
         core = self.core
         if core is None:
             return
-        self.workload.maybe_snapshot(self, core, self.sim.clock.now)
+        self.workload.after_step(self, core, self.sim.clock.now)
         for message in core.poll_outbox():
             if isinstance(message, Send):
                 self.sim.deliver_request(self, message)

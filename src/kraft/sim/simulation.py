@@ -200,9 +200,14 @@ class Simulation:
 
     # ---------------------------------------------------------------- client
 
+    @property
+    def quiet(self) -> bool:
+        """The end of the run is quiet (no client, no idle writes), so every node can catch up."""
+        return self.clock.now >= self.params.fault_ms + self.params.settle_ms - self.params.quiet_ms
+
     def _client_append(self) -> None:
-        if self.clock.now >= self.params.fault_ms + self.params.settle_ms - self.params.quiet_ms:
-            return  # the end of the run is quiet, so every node can catch up
+        if self.quiet:
+            return
         self.workload.client_step(self)
         self.clock.at(self.clock.now + self.params.append_every_ms, self._client_append)
 

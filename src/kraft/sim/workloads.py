@@ -43,7 +43,8 @@ class Machine(Protocol):
 
 class Workload(Protocol):
     def machine(self, node: "SimNode") -> Machine: ...
-    def maybe_snapshot(self, node: "SimNode", core: RaftCore, now: int) -> None: ...
+    def after_step(self, node: "SimNode", core: RaftCore, now: int) -> None:
+        """What the state machine does on its own after a core step (snapshots, NoOps)."""
     def client_step(self, sim: "Simulation") -> None: ...
     def check_end(self, sim: "Simulation") -> None: ...
 
@@ -107,7 +108,7 @@ class CounterWorkload:
     def machine(self, node: "SimNode") -> CounterMachine:
         return CounterMachine(node, SnapshotPolicy(self.snapshot_every_bytes, 0.0, 0))
 
-    def maybe_snapshot(self, node: "SimNode", core: RaftCore, now: int) -> None:
+    def after_step(self, node: "SimNode", core: RaftCore, now: int) -> None:
         machine = node.machine
         assert isinstance(machine, CounterMachine)
         end = machine.applied
@@ -184,9 +185,11 @@ class MetadataWorkload:
     def machine(self, node: "SimNode") -> MetadataMachine:
         return MetadataMachine(node, SnapshotPolicy(self.snapshot_every_bytes, 0.0, 0))
 
-    def maybe_snapshot(self, node: "SimNode", core: RaftCore, now: int) -> None:
+    def after_step(self, node: "SimNode", core: RaftCore, now: int) -> None:
         machine = node.machine
         assert isinstance(machine, MetadataMachine)
+        if not node.sim.quiet:
+            machine.poll(now)  # bootstrap records, NoOps while idle: Kafka's controller writes both
         if machine.snapshot_now(now) is not None:
             node.sim.stats.snapshots += 1
 

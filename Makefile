@@ -14,13 +14,16 @@ CHAOS_SEED ?= 1
 FUZZ_INPUTS ?= 1000000
 FUZZ_SEED ?= 1
 
-.PHONY: demo test bench simulate chaos fuzz clean
+.PHONY: demo test lint bench simulate chaos fuzz clean
 
 demo: $(CODEC)
 	$(PY) -m kraft.cli demo
 
-test: $(CODEC)
+test: lint $(CODEC)
 	$(PY) -m pytest -n 2 -q
+
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check src tests bench
 
 bench: $(CODEC) $(BENCH_INSTALLED)
 	$(PY) bench/run_all.py

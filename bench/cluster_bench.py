@@ -56,8 +56,8 @@ from kraft.metadata.records import ConfigRecord
 from kraft.protocol import ErrorCode
 from kraft.protocol.connection import KafkaConnection
 from kraft.raft import messages as m
-from kraft.storage.meta_properties import format_storage
 from kraft.storage import FileSnapshotStore, SnapshotId
+from kraft.storage.meta_properties import format_storage
 
 HERE = Path(__file__).parent
 LINGER_MS = 1  # controller.quorum.append.linger.ms for the throughput cluster

@@ -24,10 +24,10 @@ from typing import Any
 
 from cluster_load import RECORD_BYTES, VALUE_POOL, Window, serve
 
+from kraft.cli.server_cmd import keep_large_buffers
 from kraft.metadata import ConfigResourceType, encode_record
 from kraft.metadata.records import ConfigRecord
 from kraft.raft import NotLeaderError, RaftCore
-from kraft.cli.server_cmd import keep_large_buffers
 from kraft.server.config import read_config
 from kraft.server.node import KraftNode
 

@@ -53,7 +53,7 @@ def test_dump_log_reads_index_files_and_checks_them(tmp_path):
     from kraft.storage import FileLog
 
     log = FileLog(tmp_path / "__cluster_metadata-0", index_interval_bytes=100)
-    for i in range(10):
+    for _ in range(10):
         log.append_as_leader(build_batch([SimpleRecord(None, b"x" * 60)] * 3), epoch=1)
     log.close()
     index = tmp_path / "__cluster_metadata-0" / "00000000000000000000.index"

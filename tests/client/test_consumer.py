@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kraft.cli.cluster_client import request, run_async
+from kraft.cli.cluster_client import leader, request, run_async
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import (
     Consumer,
@@ -19,7 +19,6 @@ from kraft.client import (
     OffsetOutOfRangeError,
     TopicPartition,
 )
-from kraft.cli.cluster_client import leader
 from kraft.client.consumer import _diverged_at, _holds
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request

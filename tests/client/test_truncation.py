@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from confluent_kafka import Consumer as RdConsumer
 from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as RdTopicPartition
@@ -16,13 +17,11 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import LogTruncationError as KpLogTruncationError
 
-import pytest
-
+from kraft.cli.cluster_client import create_topic, leader
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer, LogTruncationError, OffsetOutOfRangeError, TopicPartition
 from kraft.protocol import ErrorCode
 from kraft.storage import FileLog, FileQuorumStateStore
-from kraft.cli.cluster_client import create_topic, leader
 from tests.server.cluster_helpers import back_up_a_snapshot, create_topics, kraft_cli, wait_for
 
 TOPIC = "__cluster_metadata"

@@ -7,7 +7,7 @@ import pytest
 
 from kraft.metadata import MetadataCache, MetadataImage, ReplayError, apply_records, encode_record
 from kraft.metadata import controller as ctl
-from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, ScramCredential
+from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, ScramCredential, image_to_records
 from kraft.metadata.records import (
     AbortTransactionRecord,
     AccessControlEntryRecord,
@@ -37,7 +37,6 @@ from kraft.metadata.records import (
     ZkMigrationStateRecord,
 )
 from kraft.metadata.snapshot import image_from_records
-from kraft.metadata.image import image_to_records
 from kraft.records import SimpleRecord, build_batch, read_batches
 
 T1 = bytes([1]) * 16

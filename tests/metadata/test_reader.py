@@ -17,8 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraft.metadata import MetadataRecordError, decode_record, encode_record
-from kraft.metadata import _fields
+from kraft.metadata import MetadataRecordError, _fields, decode_record, encode_record
 from kraft.metadata.records import RECORD_TYPES, ConfigRecord
 from kraft.metadata.schema import INT32, STRING, ArrayOf, message, wire
 from tests.metadata.wire import Bad, any_record, random_record, reference_decode, shape, variant, versions

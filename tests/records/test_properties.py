@@ -108,7 +108,7 @@ def test_garbage_under_a_valid_crc_is_a_corrupt_record_error_never_a_crash(recs,
     buf[start : start + len(junk)] = junk[: len(buf) - start]
     struct.pack_into(">I", buf, 17, crc32c(buf[CRC_START:]))
     try:
-        for header in iter_batches(bytes(buf)):
+        for _ in iter_batches(bytes(buf)):
             pass
         for batch in read_batches(bytes(buf)):
             offsets = [r.offset for r in batch.records()]

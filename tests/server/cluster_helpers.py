@@ -10,7 +10,6 @@ from kraft.cli.cluster_client import create_topic_at_leader, describe_quorum
 from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol import ErrorCode
 
-
 # No NoOps while idle (Kafka writes one every metadata.max.idle.interval.ms): for tests that
 # need a log at rest, to compare figures between two reads or to see it empty after a snapshot.
 QUIET = {"metadata.max.idle.interval.ms": "0"}

@@ -14,14 +14,13 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from kraft.cli.cluster_client import create_topic, describe_quorum, leader, request, run_async
 from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.raft.messages import METADATA_TOPIC, METADATA_TOPIC_ID
 from kraft.records import BatchHeader, RecordBatch, iter_batches
 from kraft.storage import parse_snapshot_file_name
-
-from kraft.cli.cluster_client import create_topic, describe_quorum, leader, request, run_async
 
 from .cluster_helpers import QUIET, wait_for
 

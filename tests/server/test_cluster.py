@@ -16,16 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from kraft.storage.dirlock import DirectoryInUseError, check_free
-from kraft.storage.meta_properties import format_storage
+from kraft.cli.cluster_client import create_topic, create_topic_at_leader, describe_quorum, leader, metric
 from kraft.cli.local_cluster import LocalCluster
 from kraft.cli.quorum_cmd import replication_lines, status_lines
 from kraft.protocol import ErrorCode
 from kraft.raft import messages as m
 from kraft.records import read_batches
 from kraft.storage import FileLog
-
-from kraft.cli.cluster_client import create_topic, create_topic_at_leader, describe_quorum, leader, metric
+from kraft.storage.dirlock import DirectoryInUseError, check_free
+from kraft.storage.meta_properties import format_storage
 
 from .cluster_helpers import QUIET, wait_for
 

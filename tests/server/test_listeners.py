@@ -17,15 +17,12 @@ from kraft.protocol import ErrorCode, KafkaServer, decode_response, encode_reque
 from kraft.protocol.connection import KafkaConnection
 from kraft.raft import messages as m
 from kraft.server.config import Endpoint, load_config
-
 from kraft.server.node import PARTITION_DIR, KraftNode
-from kraft.storage.meta_properties import format_storage
-
-from .cluster_helpers import QUIET
 from kraft.server.peers import Peers
 from kraft.storage import parse_snapshot_file_name
+from kraft.storage.meta_properties import format_storage
 
-from .cluster_helpers import wait_for
+from .cluster_helpers import QUIET, wait_for
 
 OBSERVER_ID = 9  # a replica the node has never heard of fetches as an observer would
 

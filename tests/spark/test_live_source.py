@@ -7,11 +7,11 @@ from dataclasses import replace
 import pyarrow as pa
 import pytest
 
+from kraft.cli.cluster_client import leader
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer, ConsumerRecord, TopicPartition
 from kraft.spark import RECORD_SCHEMA
 from kraft.spark.live import DataLossError, OffsetRange, read_range
-from kraft.cli.cluster_client import leader
 from tests.server.cluster_helpers import back_up_a_snapshot, create_topics, kraft_cli, wait_for
 
 TOPIC = "__cluster_metadata"

@@ -6,8 +6,8 @@ from pyspark.errors import PySparkException
 from kraft.metadata import encode_record, uuid_str
 from kraft.metadata.records import FeatureLevelRecord
 from kraft.records import SimpleRecord, build_batch
-from kraft.storage import CorruptLogError, FileLog
 from kraft.spark import TABLES, LogDirError, demo_tables, metadata_frames, metadata_image
+from kraft.storage import CorruptLogError, FileLog
 from tests.spark.logs import undecodable_batch
 
 

@@ -107,7 +107,7 @@ def test_sigkill_at_random_moments_never_loses_a_durable_offset(tmp_path):
     rng = random.Random(seed)
     durable = checked = 0
     power_cuts = 0
-    for kill in range(KILLS):
+    for _ in range(KILLS):
         reader, writer = os.pipe()
         proc = ctx.Process(target=child, args=(path, writer, rng.randrange(1 << 30)))
         proc.start()

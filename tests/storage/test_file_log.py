@@ -67,9 +67,9 @@ def test_files_are_in_kafkas_layout_and_formats(path):
     # Zero-padded so the recovery point can be rewritten in place on every flush; each
     # carries its CRC32C as a second entry. Kafka's reader takes both as partitions' offsets.
     for name, offset in (("log-start-offset-checkpoint", 0), ("recovery-point-offset-checkpoint", 30)):
-        body = "0\n2\n__cluster_metadata 0 %020d\n" % offset
+        body = f"0\n2\n__cluster_metadata 0 {offset:020d}\n"
         text = (path.parent / name).read_text()
-        assert text == body + "__kraft_crc32c 0 %010d\n" % crc32c.crc32c(body.encode())
+        assert text == body + f"__kraft_crc32c 0 {crc32c.crc32c(body.encode()):010d}\n"
         version, count, *entries = text.splitlines()
         assert (version, int(count)) == ("0", len(entries)) and all(len(e.split()) == 3 for e in entries)
 

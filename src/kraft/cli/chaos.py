@@ -142,7 +142,7 @@ def run(directory: Path, rounds: int, seed: int) -> int:
             fault = rng.choice(FAULTS)
             what = inject(cluster, fault, rng, rules)
             before = len(writer.acknowledged)
-            took = wait("writes after the fault", lambda: len(writer.acknowledged) >= before + 3, timeout=30)
+            took = wait("writes after the fault", lambda before=before: len(writer.acknowledged) >= before + 3, timeout=30)
             print(f"round {i}: {what}; writes flowing again {took:.1f} s later; "
                   f"{len(writer.acknowledged)} acknowledged", flush=True)
         writer.stop()

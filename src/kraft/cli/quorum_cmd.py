@@ -43,7 +43,7 @@ async def describe(bootstrap: str) -> tuple[Any, Any]:
             if quorum.error_code != ErrorCode.none:
                 raise ConnectionError(f"DescribeQuorum: {quorum.error_code.name}")
             return metadata, quorum
-        except (OSError, ConnectionError, asyncio.TimeoutError, ValueError) as e:
+        except (TimeoutError, OSError, ConnectionError, ValueError) as e:
             last_error = e
     raise ConnectionError(f"no bootstrap server answered: {last_error}")
 

@@ -32,8 +32,6 @@ from pathlib import Path
 
 from kraft.server.config import ConfigError, ServerConfig, read_config
 from kraft.server.node import PARTITION_DIR
-from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock, check_free
-from kraft.storage.meta_properties import StorageNotFormattedError, read_meta_properties
 from kraft.storage import (
     ElectionState,
     FileLog,
@@ -43,6 +41,8 @@ from kraft.storage import (
     SnapshotReader,
     StorageError,
 )
+from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock, check_free
+from kraft.storage.meta_properties import StorageNotFormattedError, read_meta_properties
 from kraft.storage.snapshot import parse_snapshot_file_name
 
 LOG_DIR_CHECKPOINTS = ("log-start-offset-checkpoint", "recovery-point-offset-checkpoint")

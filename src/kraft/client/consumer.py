@@ -345,7 +345,7 @@ class Consumer:
             self._connections[address] = conn
         try:
             return await conn.request(request, self.timeout)
-        except (ConnectionError, asyncio.TimeoutError):
+        except (TimeoutError, ConnectionError):
             conn.close()
             raise
 
@@ -427,7 +427,7 @@ class Consumer:
         out = {}
         for tp in partitions:
             self._partitions.setdefault(tp, self._new_partition())
-            p = await self._ask_leader(tp, "ListOffsets", lambda current: build_request(2, LIST_OFFSETS_V, {
+            p = await self._ask_leader(tp, "ListOffsets", lambda current, tp=tp: build_request(2, LIST_OFFSETS_V, {
                 "replica_id": -1, "isolation_level": 0,
                 "topics": [{"name": tp.topic, "partitions": [{
                     "partition_index": tp.partition, "current_leader_epoch": current, "timestamp": timestamp}]}],

@@ -24,7 +24,7 @@ class Pending:
         self._response = response
         self.done = False
         self.error: Exception | None = None
-        self._callbacks: list[Callable[["Pending"], None]] = []
+        self._callbacks: list[Callable[[Pending], None]] = []
 
     @classmethod
     def resolved(cls, response: Any) -> "Pending":

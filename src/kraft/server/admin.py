@@ -137,7 +137,7 @@ class AdminApi:
             outcomes = [e] * len(wanted)
         except NotControllerError as e:
             outcomes = [Refusal(ErrorCode.not_controller, str(e))] * len(wanted)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             outcomes = [Refusal(ErrorCode.request_timed_out, "the records were not committed in time")] * len(wanted)
         entries = []
         for t, outcome in zip(request.topics, outcomes, strict=True):
@@ -173,7 +173,7 @@ class AdminApi:
             outcomes = [e] * len(names)
         except NotControllerError as e:
             outcomes = [Refusal(ErrorCode.not_controller, str(e))] * len(names)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             outcomes = [Refusal(ErrorCode.request_timed_out, "the records were not committed in time")] * len(names)
         entries = []
         for name, outcome in zip(names, outcomes, strict=True):
@@ -207,7 +207,7 @@ class AdminApi:
                 entry.update(error_code=_code(e), error_message=e.message)
             except NotControllerError as e:
                 entry.update(error_code=ErrorCode.not_controller, error_message=str(e))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 entry.update(error_code=ErrorCode.request_timed_out, error_message="not committed in time")
             entries.append(entry)
         return build_response(INCREMENTAL_ALTER_CONFIGS, header.request_api_version,
@@ -238,7 +238,7 @@ class AdminApi:
             return answer(_code(e))
         except NotControllerError:
             return answer(ErrorCode.not_controller)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return answer(ErrorCode.request_timed_out)
         self._heartbeats[request.broker_id] = time.monotonic()
         log.info("broker %d registered with epoch %d (fenced until it catches up)", request.broker_id, epoch)
@@ -292,7 +292,7 @@ class AdminApi:
             return answer(_code(e))
         except NotControllerError:
             return answer(ErrorCode.not_controller)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return answer(ErrorCode.request_timed_out, caught_up, registration.fenced)
         return answer(ErrorCode.none, caught_up, fenced)
 

@@ -45,7 +45,7 @@ class BrokerLifecycle:
         if self.epoch is not None and not self.node.failure:
             try:
                 await asyncio.wait_for(self._heartbeat(want_shut_down=True), 1.0)
-            except (OSError, ConnectionError, asyncio.TimeoutError):
+            except (TimeoutError, OSError, ConnectionError):
                 pass
         if self._connection is not None:
             self._connection.close()
@@ -107,6 +107,6 @@ class BrokerLifecycle:
                     await self._register()
                 else:
                     await self._heartbeat()
-            except (OSError, ConnectionError, asyncio.TimeoutError):
+            except (TimeoutError, OSError, ConnectionError):
                 self._controller = None
             await asyncio.sleep(interval if self.epoch is not None else min(interval, 0.2))

@@ -109,7 +109,7 @@ class ClientReads:
             self._change = asyncio.get_running_loop().create_future()
         try:
             await asyncio.wait_for(asyncio.shield(self._change), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     # ---------------------------------------------------------------- where a partition lives

@@ -14,7 +14,6 @@ from prometheus_client.core import InfoMetricFamily
 from prometheus_client.registry import Collector
 
 from kraft.metadata import MetadataImage
-
 from kraft.raft import RaftCore
 from kraft.raft.metrics import SnapshotMetrics
 from kraft.storage import SnapshotId

@@ -19,7 +19,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from random import Random
 from typing import Any
 

@@ -83,7 +83,7 @@ class Peer:
             channel.connection = await KafkaConnection.connect(
                 self.endpoint.host, self.endpoint.port, client_id=self.client_id, timeout=2.0
             )
-        except (OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, OSError) as e:
             self._failures += 1
             backoff = min(self.backoff_max_ms, RECONNECT_BACKOFF_MS * 2 ** (self._failures - 1)) / 1000
             self._next_attempt = time.monotonic() + backoff
@@ -130,7 +130,7 @@ class Peers:
         try:
             connection = await peer.connected(channel_of(request))
             response = await connection.request(request, self.request_timeout_s + extra_timeout_ms / 1000)
-        except (ConnectionError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, ConnectionError, OSError):
             on_failure()
             return
         on_response(response)

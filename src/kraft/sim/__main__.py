@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     per_mix: Counter = Counter()
     failures = []
     with multiprocessing.Pool(args.jobs) if args.jobs > 1 else _Inline() as pool:
-        for seed, mix, failure, stats in pool.imap_unordered(run_one, jobs, chunksize=4):
+        for _seed, mix, failure, stats in pool.imap_unordered(run_one, jobs, chunksize=4):
             per_mix[mix] += 1
             if failure:
                 failures.append(failure)

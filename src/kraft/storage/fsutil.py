@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-
 # The most one write() call hands the kernel. Writes of 2 MiB and more let the page cache
 # allocate large folios; on a VM that gives freed memory back to its host (free page
 # reporting), those come from memory the host must fault in again, and a 200 MB download

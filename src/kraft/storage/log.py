@@ -223,5 +223,5 @@ class ReplicatedLog(ABC):
     def _advance_start_offset(self, offset: int) -> None:
         """Stores the new start offset and drops what lies wholly below it."""
 
-    def close(self, flush: bool = True) -> None:
+    def close(self, flush: bool = True) -> None:  # noqa: B027 - a log in memory has nothing to release
         """Releases files; the log is unusable afterwards. `flush=False` writes nothing more."""

@@ -27,8 +27,8 @@ import os
 import re
 from abc import ABC, abstractmethod
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType

@@ -25,8 +25,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from kraft.records import Compression
-from kraft.storage.errors import SnapshotError, SnapshotNotFoundError
 from kraft.storage import fsutil
+from kraft.storage.errors import SnapshotError, SnapshotNotFoundError
 from kraft.storage.log import ReplicatedLog
 from kraft.storage.snapshot import (
     CHECKPOINT_SUFFIX,
@@ -48,7 +48,7 @@ log = logging.getLogger("kraft.storage")
 class SnapshotStore(ABC):
     def __init__(self) -> None:
         self._ids: list[SnapshotId] = []  # frozen, sorted (`list` below is a method)
-        self._writing: dict[SnapshotId, "_StorePart"] = {}
+        self._writing: dict[SnapshotId, _StorePart] = {}
 
     @property
     @abstractmethod

@@ -199,47 +199,48 @@ static int read_length(reader_t *r, const PlanObject *plan, const field_t *f, co
     return -1;
 }
 
+/* A compact string's or bytes' extent: 1 with its first byte in *start and its length in *n
+   (*pos moved past it), 0 for a null the field allows, -1 with the error raised. */
+static int read_span(reader_t *r, const PlanObject *plan, const field_t *f, const char *what, Py_ssize_t *pos,
+                     Py_ssize_t end, Py_ssize_t *start, Py_ssize_t *n) {
+    uint64_t length;
+    int status = read_length(r, plan, f, what, pos, end, &length);
+    if (status <= 0) return status;
+    *start = *pos;
+    if (length > (uint64_t)(end - *start)) {
+        fail_field(r, plan, f, "%s of %llu bytes at byte %zd runs past the end (byte %zd)", what,
+                   (unsigned long long)length, *start, end);
+        return -1;
+    }
+    *n = (Py_ssize_t)length;
+    *pos = *start + *n;
+    return 1;
+}
+
 static PyObject *read_string(reader_t *r, const PlanObject *plan, const field_t *f, Py_ssize_t *pos,
                              Py_ssize_t end) {
-    uint64_t n;
-    int status = read_length(r, plan, f, "string", pos, end, &n);
+    Py_ssize_t start, n;
+    int status = read_span(r, plan, f, "string", pos, end, &start, &n);
     if (status <= 0) return status == 0 ? Py_NewRef(Py_None) : NULL;
-    Py_ssize_t start = *pos;
-    if (n > (uint64_t)(end - start)) {
-        fail_field(r, plan, f, "string of %llu bytes at byte %zd runs past the end (byte %zd)",
-                   (unsigned long long)n, start, end);
-        return NULL;
-    }
-    PyObject *s = PyUnicode_DecodeUTF8((const char *)r->buf + start, (Py_ssize_t)n, NULL);
-    if (s == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return NULL;
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)r->buf + start, n, NULL);
+    if (s == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
         PyErr_NormalizeException(&type, &value, &tb);
-        fail_field(r, plan, f, "string of %llu bytes at byte %zd does not decode as UTF-8 (%S)",
-                   (unsigned long long)n, start, value);
+        fail_field(r, plan, f, "string of %zd bytes at byte %zd does not decode as UTF-8 (%S)", n, start, value);
         Py_XDECREF(type);
         Py_XDECREF(value);
         Py_XDECREF(tb);
-        return NULL;
     }
-    *pos = start + (Py_ssize_t)n;
     return s;
 }
 
 static PyObject *read_bytes(reader_t *r, const PlanObject *plan, const field_t *f, Py_ssize_t *pos,
                             Py_ssize_t end) {
-    uint64_t n;
-    int status = read_length(r, plan, f, "bytes", pos, end, &n);
+    Py_ssize_t start, n;
+    int status = read_span(r, plan, f, "bytes", pos, end, &start, &n);
     if (status <= 0) return status == 0 ? Py_NewRef(Py_None) : NULL;
-    Py_ssize_t start = *pos;
-    if (n > (uint64_t)(end - start)) {
-        fail_field(r, plan, f, "%llu bytes at byte %zd run past the end (byte %zd)", (unsigned long long)n, start,
-                   end);
-        return NULL;
-    }
-    *pos = start + (Py_ssize_t)n;
-    return PyBytes_FromStringAndSize((const char *)r->buf + start, (Py_ssize_t)n);
+    return PyBytes_FromStringAndSize((const char *)r->buf + start, n);
 }
 
 static PyObject *read_array(reader_t *r, const PlanObject *plan, const field_t *f, Py_ssize_t *pos,

@@ -253,19 +253,9 @@ class RemoveDelegationTokenRecord:
     token_id: str = wire(STRING)
 
 
-@message()
-class ControllerEndpoint:
-    name: str = wire(STRING)
-    host: str = wire(STRING)
-    port: int = wire(UINT16)
-    security_protocol: int = wire(INT16)
-
-
-@message()
-class ControllerFeature:
-    name: str = wire(STRING)
-    min_supported_version: int = wire(INT16)
-    max_supported_version: int = wire(INT16)
+# A controller's endpoints and features have the broker's layouts (Kafka names them apart).
+ControllerEndpoint = BrokerEndpoint
+ControllerFeature = BrokerFeature
 
 
 @message(api_key=27)

@@ -1,5 +1,6 @@
-"""server.properties: Kafka's names and defaults; unknown keys and bad values stop start-up.
-And the node's log format, text or JSON (KRAFT_LOG_FORMAT)."""
+"""server.properties: Kafka's names, defaults, aliases and fallbacks; keys kraft does not use
+are named once in a warning, bad values of keys it uses stop start-up. And the node's log
+format, text or JSON (KRAFT_LOG_FORMAT)."""
 
 import json
 import os
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from kraft.server.config import SCHEMA, ConfigError, load_config, parse_properties
+from kraft.server.config import SCHEMA, ConfigError, load_config, parse_properties, read_config, unused_keys_warning
 
 BASE = {
     "node.id": "1",
@@ -36,14 +37,22 @@ def test_defaults_are_kafkas():
 @pytest.mark.parametrize(
     "change,message",
     [
-        ({"metadata.log.segmnet.bytes": "1"}, "unknown configuration key 'metadata.log.segmnet.bytes'"),
         ({"controller.quorum.election.timeout.ms": "soon"}, "controller.quorum.election.timeout.ms: 'soon' is not"),
         ({"metadata.snapshot.min.changed_records.ratio": "1.5"}, "metadata.snapshot.min.changed_records.ratio"),
         ({"controller.quorum.voters": "1@host"}, "controller.quorum.voters: 'host' is not host:port"),
         ({"process.roles": "leader"}, "process.roles"),
         ({"node.id": "7"}, "node.id 7 has process.roles=controller but is not in controller.quorum.voters"),
         ({"listeners": "PLAINTEXT://127.0.0.1:9092"}, "no listener named in controller.listener.names"),
-        ({"metadata.log.dir": None}, "required configuration key 'metadata.log.dir' is missing"),
+        ({"node.id": None}, "required configuration key 'node.id' is missing"),
+        ({"broker.id": "2"}, "broker.id 2 and node.id 1 differ"),
+        ({"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:SSL"},
+         "listener PLAINTEXT is SSL, which kraft does not serve yet"),
+        ({"listeners": "CONTROLLER://127.0.0.1:9093,INTERNAL://127.0.0.1:9092"},
+         "no protocol for listener INTERNAL; add INTERNAL:PLAINTEXT"),
+        ({"listener.security.protocol.map": "CONTROLLER:TLS"}, "is not LISTENER_NAME:PROTOCOL"),
+        ({"inter.broker.listener.name": "EXTERNAL"}, "inter.broker.listener.name EXTERNAL is not one of listeners"),
+        ({"controller.quorum.voters": None, "controller.quorum.bootstrap.servers": "127.0.0.1:9093"},
+         "controller.quorum.bootstrap.servers is KIP-853's dynamic quorum"),
     ],
 )
 def test_bad_configs_are_refused_naming_the_key(change, message):
@@ -64,12 +73,68 @@ def test_every_documented_key_is_in_the_schema():
         assert key in SCHEMA
 
 
+# A stock Kafka 3.x config/kraft/server.properties, its keys and values (comments left out).
+STOCK = {
+    "process.roles": "broker,controller", "node.id": "1", "controller.quorum.voters": "1@localhost:9093",
+    "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "inter.broker.listener.name": "PLAINTEXT",
+    "advertised.listeners": "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                      "SASL_SSL:SASL_SSL",
+    "num.network.threads": "3", "num.io.threads": "8", "socket.send.buffer.bytes": "102400",
+    "socket.receive.buffer.bytes": "102400", "socket.request.max.bytes": "104857600",
+    "log.dirs": "/tmp/kraft-combined-logs", "num.partitions": "1", "num.recovery.threads.per.data.dir": "1",
+    "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1", "log.retention.hours": "168", "log.segment.bytes": "1073741824",
+    "log.retention.check.interval.ms": "300000",
+}
+
+
+def test_a_stock_kafka_server_properties_loads_and_names_what_kraft_does_not_use():
+    config = load_config(STOCK, "server.properties")
+    assert str(config.log_dir) == "/tmp/kraft-combined-logs"  # log.dirs, as Kafka takes it
+    assert config.client_listener.name == "PLAINTEXT" and config.controller_listener.endpoint.port == 9093
+    assert config.advertised(config.client_listener).host == "localhost"
+    assert set(config.unused) == {"num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
+                                  "socket.receive.buffer.bytes", "num.partitions", "num.recovery.threads.per.data.dir",
+                                  "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                                  "transaction.state.log.min.isr", "log.retention.hours", "log.segment.bytes",
+                                  "log.retention.check.interval.ms"}
+    warning = unused_keys_warning(config)
+    assert warning.startswith("server.properties: 12 keys kraft does not use, ignored: ") and "\n" not in warning
+
+
+def test_a_misspelt_key_is_named_with_the_key_it_looks_like():
+    config = load_config({**BASE, "metadata.log.segmnet.bytes": "1"}, "server.properties")
+    assert "metadata.log.segmnet.bytes (did you mean metadata.log.segment.bytes?)" in unused_keys_warning(config)
+
+
+def test_kafkas_fallbacks_and_aliases():
+    entries = {k: v for k, v in BASE.items() if k not in ("metadata.log.dir", "node.id")}
+    config = load_config({**entries, "broker.id": "1", "log.dirs": " /a , /b", "log.dir": "/c"})
+    assert config.node_id == 1 and str(config.log_dir) == "/a"
+    assert str(load_config({**entries, "node.id": "1", "log.dir": "/c"}).log_dir) == "/c"
+    assert str(load_config({**entries, "node.id": "1"}).log_dir) == "/tmp/kafka-logs"  # Kafka's log.dir default
+    two = {**BASE, "listeners": "CONTROLLER://h:9093,A://h:1,B://h:2", "listener.security.protocol.map":
+           "CONTROLLER:PLAINTEXT,A:PLAINTEXT,B:PLAINTEXT"}
+    assert load_config(two).client_listener.name == "A"
+    assert load_config({**two, "inter.broker.listener.name": "b"}).client_listener.name == "B"
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_bytes(b"node.id=1\nprocess.roles=broker\n# caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"server.properties: line 3 is not UTF-8 text \(byte 36\)"):
+        read_config(path)
+
+
 def test_server_start_stops_with_a_message_naming_the_key(tmp_path):
     path = tmp_path / "server.properties"
-    path.write_text("".join(f"{k}={v}\n" for k, v in {**BASE, "metadata.log.dir": str(tmp_path), "bogus.key": "1"}.items()))
+    path.write_text("".join(f"{k}={v}\n" for k, v in {**BASE, "metadata.log.dir": str(tmp_path),
+                                                       "controller.quorum.election.timeout.ms": "soon"}.items()))
     out = subprocess.run([sys.executable, "-m", "kraft.cli", "server", "start", str(path)], capture_output=True,
                          text=True, timeout=60)
-    assert out.returncode == 1 and "unknown configuration key 'bogus.key'" in out.stderr
+    assert out.returncode == 1 and "controller.quorum.election.timeout.ms: 'soon' is not an integer" in out.stderr
     path.write_text("".join(f"{k}={v}\n" for k, v in {**BASE, "metadata.log.dir": str(tmp_path)}.items()))
     out = subprocess.run([sys.executable, "-m", "kraft.cli", "server", "start", str(path)], capture_output=True,
                          text=True, timeout=60)
@@ -125,3 +190,44 @@ def test_an_unknown_log_format_stops_start_up_naming_it(tmp_path):
     out = subprocess.run([sys.executable, "-m", "kraft.cli", "server", "start", str(path)], capture_output=True,
                          text=True, timeout=60, env={**os.environ, "KRAFT_LOG_FORMAT": "xml"})
     assert out.returncode == 1 and "KRAFT_LOG_FORMAT: 'xml' is not text or json" in out.stderr, out.stderr
+
+
+def test_a_node_starts_from_a_stock_kafka_server_properties(tmp_path):
+    """Kafka's own file, ports and directory moved aside: formatted and started as an
+    operator would, it serves, advertises what advertised.listeners says, and warns once."""
+    from kraft.cli.cluster_client import request, run_async
+    from kraft.cli.local_cluster import free_port
+    from kraft.protocol.build import build_request
+    from tests.server.cluster_helpers import wait_for
+
+    client, controller = free_port(), free_port()
+    props = {**STOCK, "controller.quorum.voters": f"1@localhost:{controller}",
+             "listeners": f"PLAINTEXT://:{client},CONTROLLER://:{controller}",
+             "advertised.listeners": f"PLAINTEXT://localhost:{client},CONTROLLER://localhost:{controller}",
+             "log.dirs": str(tmp_path / "logs"), "kraft.metrics.port": "-1"}
+    path = tmp_path / "server.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    kraft = [sys.executable, "-m", "kraft.cli"]
+    formatted = subprocess.run([*kraft, "storage", "format", "--config", str(path), "--cluster-id",
+                                "MkU3OEVBNTcwNTJENDM2Qk"], capture_output=True, text=True, timeout=60)
+    assert formatted.returncode == 0, formatted.stderr
+    log_path = tmp_path / "server.log"
+    with open(log_path, "wb") as log:
+        node = subprocess.Popen([*kraft, "server", "start", str(path)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        metadata = build_request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                         "include_topic_authorized_operations": False})
+
+        def registered() -> bool:
+            try:
+                brokers = run_async(request(client, metadata, 5)).brokers
+            except OSError:
+                return False
+            return [(b.node_id, b.host, b.port) for b in brokers] == [(1, "localhost", client)]
+
+        wait_for(registered, 60, "the node to serve Metadata with its advertised listener")
+    finally:
+        node.terminate()
+        node.wait(30)
+    warnings = [line for line in log_path.read_text().splitlines() if "keys kraft does not use" in line]
+    assert len(warnings) == 1 and "num.io.threads" in warnings[0]

@@ -10,7 +10,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kraft.server.config import ConfigError, read_config
+from kraft.server.config import ConfigError, read_config, unused_keys_warning
 from kraft.server.node import KraftNode
 from kraft.storage import StorageError
 from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock
@@ -116,6 +116,9 @@ def server_start(config_path: str) -> int:
         print(f"kraft server start: {e}", file=sys.stderr)
         return 1
     keep_large_buffers()
+    warning = unused_keys_warning(config)
+    if warning is not None:
+        log.warning(warning)
     try:
         node = KraftNode(config)
     except (StorageNotFormattedError, DirectoryInUseError) as e:

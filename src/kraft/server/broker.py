@@ -65,12 +65,12 @@ class BrokerLifecycle:
         return await self._connection.request(request, 5.0)
 
     async def _register(self) -> None:
-        host, port = self.node.client_address or ("127.0.0.1", 0)
+        host, port = self.node.advertised_client_address or ("127.0.0.1", 0)
         request = build_request(62, REGISTRATION_VERSION, {
             "broker_id": self.node.node_id,
             "cluster_id": self.node.cluster_id,
             "incarnation_id": self.incarnation,
-            "listeners": [{"name": "PLAINTEXT", "host": host, "port": port, "security_protocol": PLAINTEXT}],
+            "listeners": [{"name": self._listener_name(), "host": host, "port": port, "security_protocol": PLAINTEXT}],
             "features": [],
             "rack": None,
             "log_dirs": [],
@@ -82,6 +82,11 @@ class BrokerLifecycle:
             log.info("node %d registered as a broker with epoch %d", self.node.node_id, self.epoch)
         else:
             log.info("node %d: broker registration refused: %s", self.node.node_id, response.error_code.name)
+
+    def _listener_name(self) -> str:
+        """The client listener's name: Metadata answers list brokers' endpoints by it."""
+        listener = self.node.config.client_listener
+        return listener.name if listener is not None else "PLAINTEXT"
 
     async def _heartbeat(self, want_shut_down: bool = False) -> None:
         request = build_request(63, HEARTBEAT_VERSION, {

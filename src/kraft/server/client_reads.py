@@ -199,8 +199,8 @@ class ClientReads:
             if endpoint is not None and (not broker.fenced or broker.id in (self.core.leader_id, me)):
                 found[broker.id] = {"node_id": broker.id, "host": endpoint.host, "port": endpoint.port,
                                     "rack": broker.rack}
-        if me not in found and self.node.client_address is not None:  # not in the image (yet)
-            host, port = self.node.client_address
+        if me not in found and self.node.advertised_client_address is not None:  # not in the image (yet)
+            host, port = self.node.advertised_client_address
             found[me] = {"node_id": me, "host": host, "port": port, "rack": None}
         return dict(sorted(found.items()))
 

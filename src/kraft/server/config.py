@@ -1,10 +1,16 @@
-"""server.properties: Kafka's names, Kafka's defaults, strict checking.
+"""server.properties: Kafka's names, Kafka's defaults, strict checking of what kraft uses.
 
-Every key must be known and every value must parse, or start-up stops with a message that
-names the key: a typo in a Raft timeout should not quietly run with the default. Keys
-that only kraft has start with `kraft.`.
+A stock Kafka server.properties starts kraft: keys kraft does not use (num.io.threads,
+log.retention.hours...) are listed once, in one warning line, with a guess when a key looks
+like a misspelt key of kraft's. Every key kraft does use must parse, or start-up stops with
+a message naming the key. Kafka's fallbacks and aliases hold: `log.dirs` (then `log.dir`)
+when there is no `metadata.log.dir`, `broker.id` for `node.id`, `inter.broker.listener.name`
+choosing the client listener, `advertised.listeners` what brokers register, and
+`listener.security.protocol.map` naming each listener's protocol. Keys that only kraft has
+start with `kraft.`.
 """
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -108,6 +114,16 @@ def _listeners(value: str) -> tuple[Listener, ...]:
     return tuple(listeners)
 
 
+def _protocol_map(value: str) -> dict[str, str]:
+    protocols = {}
+    for entry in (e.strip() for e in value.split(",") if e.strip()):
+        name, colon, protocol = entry.partition(":")
+        if not colon or not name.strip() or protocol.strip().upper() not in SECURITY_PROTOCOLS:
+            raise ValueError(f"{entry!r} is not LISTENER_NAME:PROTOCOL with a protocol of {', '.join(SECURITY_PROTOCOLS)}")
+        protocols[name.strip().upper()] = protocol.strip().upper()
+    return protocols
+
+
 def _names(value: str) -> tuple[str, ...]:
     return tuple(n.strip().upper() for n in value.split(",") if n.strip())
 
@@ -117,15 +133,26 @@ def _text(value: str) -> str:
 
 
 DAY_MS = 24 * 3600 * 1000
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
+# Kafka's default map: each security protocol's name maps to itself.
+DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 
 # key: (parser, default; None = required)
 SCHEMA: dict[str, tuple[Callable[[str], Any], Any]] = {
     "node.id": (_int(0, 2**31 - 1), None),
+    "broker.id": (_int(-1, 2**31 - 1), -1),  # Kafka's older name; must agree with node.id
     "process.roles": (_roles, None),
     "controller.quorum.voters": (_voters, None),
+    "controller.quorum.bootstrap.servers": (_text, ""),  # KIP-853: needs a dynamic quorum
     "listeners": (_listeners, None),
+    "advertised.listeners": (_listeners, ()),
+    "listener.security.protocol.map": (_protocol_map, {}),  # {}: Kafka's default (see protocol())
+    "inter.broker.listener.name": (_text, ""),
     "controller.listener.names": (_names, ("CONTROLLER",)),
-    "metadata.log.dir": (_text, None),
+    "metadata.log.dir": (_text, ""),  # Kafka's default: the first of log.dirs
+    "log.dirs": (_text, ""),
+    "log.dir": (_text, "/tmp/kafka-logs"),
     "metadata.log.segment.bytes": (_int(1024, 2**31 - 1), 1024 * 1024 * 1024),  # the .index holds int32 positions
     "metadata.log.segment.ms": (_int(1), 7 * DAY_MS),
     # Kafka's default is 60000; 0 keeps the recovery point exact (kraft.storage.file_log).
@@ -168,6 +195,7 @@ SCHEMA: dict[str, tuple[Callable[[str], Any], Any]] = {
 class ServerConfig:
     values: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<config>"
+    unused: tuple[str, ...] = ()  # keys given that kraft does not use (warned about once)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -202,7 +230,11 @@ class ServerConfig:
 
     @property
     def log_dir(self) -> Path:
-        return Path(self["metadata.log.dir"])
+        """metadata.log.dir, else the first of log.dirs, else log.dir, as Kafka chooses."""
+        if self["metadata.log.dir"]:
+            return Path(self["metadata.log.dir"])
+        dirs = [d.strip() for d in self["log.dirs"].split(",") if d.strip()]
+        return Path(dirs[0] if dirs else self["log.dir"])
 
     def listener(self, name: str) -> Listener | None:
         return next((lst for lst in self["listeners"] if lst.name == name), None)
@@ -217,8 +249,28 @@ class ServerConfig:
 
     @property
     def client_listener(self) -> Listener | None:
+        """inter.broker.listener.name's listener, else the first that is not a controller's."""
+        if self["inter.broker.listener.name"]:
+            return self.listener(self["inter.broker.listener.name"].upper())
         names = set(self["controller.listener.names"])
         return next((lst for lst in self["listeners"] if lst.name not in names), None)
+
+    def advertised(self, listener: Listener) -> Endpoint:
+        """Where clients reach `listener`: its advertised.listeners entry, else its own
+        endpoint (an unspecified host, 0.0.0.0, is advertised as the bound address)."""
+        found = next((a for a in self["advertised.listeners"] if a.name == listener.name), None)
+        return found.endpoint if found is not None else listener.endpoint
+
+    def protocol(self, listener: Listener) -> str:
+        """The listener's security protocol, as Kafka's effectiveListenerSecurityProtocolMap
+        gives it: its entry in listener.security.protocol.map; without that key, each
+        protocol's own name maps to itself and the controller listeners to PLAINTEXT."""
+        given = self["listener.security.protocol.map"]
+        if given:
+            return given.get(listener.name, "")
+        if listener.name in self["controller.listener.names"]:
+            return "PLAINTEXT"
+        return DEFAULT_PROTOCOL_MAP.get(listener.name, "")
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -244,28 +296,63 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def load_config(entries: Mapping[str, str], source: str = "<config>") -> ServerConfig:
-    """Checks every key and value; raises ConfigError naming the first problem."""
+    """Checks every key kraft uses; raises ConfigError naming the first problem. Keys it
+    does not use are kept in `unused`, for one warning line (`unused_keys_warning`)."""
     values: dict[str, Any] = {}
+    unused = []
+    entries = dict(entries)
+    if "node.id" not in entries and "broker.id" in entries:  # Kafka takes broker.id for node.id
+        entries["node.id"] = entries["broker.id"]
     for key, raw in entries.items():
         if key not in SCHEMA:
-            raise ConfigError(f"{source}: unknown configuration key {key!r}")
+            unused.append(key)
+            continue
         parser, _ = SCHEMA[key]
         try:
             values[key] = parser(raw)
         except ValueError as e:
             raise ConfigError(f"{source}: invalid value for {key}: {e}") from None
+    if "controller.quorum.voters" not in values and values.get("controller.quorum.bootstrap.servers"):
+        raise ConfigError(f"{source}: controller.quorum.bootstrap.servers is KIP-853's dynamic quorum, which kraft "
+                          "does not run yet: give the voters in controller.quorum.voters (id@host:port,...)")
     for key, (_, default) in SCHEMA.items():
         if key not in values:
             if default is None:
                 raise ConfigError(f"{source}: required configuration key {key!r} is missing")
             values[key] = default
-    config = ServerConfig(values, source)
+    config = ServerConfig(values, source, tuple(sorted(unused)))
     _check(config)
     return config
 
 
+def unused_keys_warning(config: ServerConfig) -> str | None:
+    """One line naming the keys kraft does not use, with the kraft key each misspelling
+    most looks like (a typo in a timeout must not pass unseen)."""
+    if not config.unused:
+        return None
+    names = []
+    for key in config.unused:
+        close = difflib.get_close_matches(key, SCHEMA, n=1, cutoff=0.85)
+        names.append(f"{key} (did you mean {close[0]}?)" if close else key)
+    return f"{config.source}: {len(names)} keys kraft does not use, ignored: {', '.join(names)}"
+
+
 def _check(config: ServerConfig) -> None:
     source = config.source
+    if config["broker.id"] >= 0 and config["broker.id"] != config.node_id:
+        raise ConfigError(f"{source}: broker.id {config['broker.id']} and node.id {config.node_id} differ; "
+                          "give one of them, or the same id to both")
+    for listener in config["listeners"]:
+        protocol = config.protocol(listener)
+        if not protocol:
+            raise ConfigError(f"{source}: listener.security.protocol.map: no protocol for listener {listener.name}; "
+                              f"add {listener.name}:PLAINTEXT")
+        if protocol not in SUPPORTED_PROTOCOLS:
+            raise ConfigError(f"{source}: listener {listener.name} is {protocol}, which kraft does not serve yet "
+                              "(PLAINTEXT only); map it to PLAINTEXT or leave it out of listeners")
+    if config["inter.broker.listener.name"] and config.client_listener is None:
+        raise ConfigError(f"{source}: inter.broker.listener.name {config['inter.broker.listener.name']} "
+                          "is not one of listeners")
     if config.is_voter and config.node_id not in config.voters:
         raise ConfigError(
             f"{source}: node.id {config.node_id} has process.roles=controller but is not in controller.quorum.voters"
@@ -277,7 +364,7 @@ def _check(config: ServerConfig) -> None:
         if controller is None:
             raise ConfigError(f"{source}: listeners: no listener named in controller.listener.names")
         own = config.voters[config.node_id]
-        if own.port != controller.endpoint.port and controller.endpoint.port != 0:
+        if own.port != config.advertised(controller).port and controller.endpoint.port != 0:
             raise ConfigError(
                 f"{source}: controller.quorum.voters gives {own} for node {config.node_id}, "
                 f"but its controller listener is {controller.endpoint}"
@@ -291,7 +378,10 @@ def _check(config: ServerConfig) -> None:
 def read_config(path: Path | str) -> ServerConfig:
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as e:
         raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line} is not UTF-8 text (byte {e.start}); save the file as UTF-8") from None
     return load_config(parse_properties(text), str(path))

@@ -17,6 +17,7 @@ to peers; the client listener serves Kafka clients (kraft.server.client_api).
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Callable
 from random import Random
@@ -229,6 +230,21 @@ class KraftNode:
         if core.handing_over:
             log.warning("node %d stops before every voter acknowledged EndQuorumEpoch: those that did not "
                         "campaign only after controller.quorum.fetch.timeout.ms", self.node_id)
+
+    @property
+    def advertised_client_address(self) -> tuple[str, int] | None:
+        """Where clients reach this node's client listener, as it registers it: its
+        advertised.listeners entry, else the bound address, an unspecified host (a listener
+        on every interface) replaced by this host's name, as Kafka does."""
+        listener = self.config.client_listener
+        if listener is None or self.client_address is None:
+            return None
+        advertised = self.config.advertised(listener)
+        if advertised is listener.endpoint:
+            host, port = self.client_address
+        else:
+            host, port = advertised.host, advertised.port or self.client_address[1]
+        return (socket.getfqdn() if host in ("", "0.0.0.0", "::") else host), port
 
     def _spawn(self, coroutine: Any) -> asyncio.Task:
         task = asyncio.create_task(coroutine)

@@ -72,6 +72,7 @@ _NO_WAIT = timedelta(0)
 # happen; the core's own elections may still use the reserve, one at a time.
 MAX_EPOCH = 2**31 - 1
 MAX_REQUESTED_EPOCH = MAX_EPOCH - 2**16
+_THROTTLE_MS = 60_000
 # Bounds on a record's framing in a batch, for sizing batches without encoding them: its
 # length, attributes, timestamp and offset deltas, key and value lengths and header count
 # as varints (at most 5+1+10+5+5+5+5 bytes), and each header's key and value lengths.
@@ -170,6 +171,7 @@ class RaftCore:
         self._notified: LeaderAndEpoch | None = None
         self._foreign_clusters: set[int] = set()  # peers refusing our cluster id (logged once)
         self._refusals_logged: set[object] = set()  # hostile or broken requests already logged
+        self._throttled: dict[object, int] = {}  # repeating lines: key -> when last logged
         # Snapshots (KIP-630).
         self._known_snapshots: list[SnapshotId] = []
         self._snapshot_info: dict[SnapshotId, tuple[int, int]] = {}  # size, last contained log timestamp
@@ -799,6 +801,14 @@ class RaftCore:
                        self.node_id, what, epoch, MAX_REQUESTED_EPOCH)
         return True
 
+    def _log_throttled(self, key: object, now: int, level: int, message: str, *args: object) -> None:
+        """A line that a retry loop would repeat every backoff: at most once a minute per key."""
+        if now - self._throttled.get(key, -_THROTTLE_MS) >= _THROTTLE_MS:
+            if len(self._throttled) > 1000:
+                self._throttled.clear()
+            self._throttled[key] = now
+            log.log(level, message, *args)
+
     def _log_once(self, key: object, level: int, message: str, *args: object) -> None:
         """Hostile or broken peers repeat themselves: one line per kind of refusal."""
         if key not in self._refusals_logged:
@@ -1062,7 +1072,8 @@ class RaftCore:
         p = m.partition_of(response)
         if response.error_code != ErrorCode.none or p is None:
             if not self._refused_as_foreign(source, response):
-                log.warning("node %d: fetch from %d failed: %s", self.node_id, source, response.error_code.name)
+                self._log_throttled(("fetch", source, response.error_code), now, logging.WARNING,
+                                    "node %d: fetch from %d failed: %s", self.node_id, source, response.error_code.name)
             self._retry_at[source] = now + self.config.retry_backoff_ms
             return
         leader = p.current_leader

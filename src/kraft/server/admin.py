@@ -97,7 +97,9 @@ class AdminApi:
             future = asyncio.get_running_loop().create_future()
             pending.add_done_callback(lambda p: future.done() or future.set_result(None))
             await asyncio.wait_for(future, max(timeout_ms, 1) / 1000)
-        self.node.metrics.commit_latency_ms.observe((time.monotonic() - started) * 1000)
+        elapsed_ms = (time.monotonic() - started) * 1000
+        self.node.metrics.commit_latency_ms.observe(elapsed_ms)
+        self.node.metrics.raft.commit_latency_ms.record(elapsed_ms)
         return pending.result()
 
     def _validate_only(self, operation: Callable[[MetadataImage], ControllerResult]) -> Any:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.connection import KafkaConnection
+from kraft.protocol.limits import Throttled
 from kraft.protocol.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ class BrokerLifecycle:
         self._connection: KafkaConnection | None = None
         self._controller: int | None = None
         self._task: asyncio.Task | None = None
+        # A refusal repeats every retry (every 200 ms): said once, then summed up every 30 s.
+        self._refusals = Throttled(log, f"node {node.node_id}", "broker registrations refused", window_s=30.0)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -81,7 +84,7 @@ class BrokerLifecycle:
             self.epoch = response.broker_epoch
             log.info("node %d registered as a broker with epoch %d", self.node.node_id, self.epoch)
         else:
-            log.info("node %d: broker registration refused: %s", self.node.node_id, response.error_code.name)
+            self._refusals.event("broker registration refused: %s", response.error_code.name)
 
     def _listener_name(self) -> str:
         """The client listener's name: Metadata answers list brokers' endpoints by it."""

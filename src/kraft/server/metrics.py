@@ -2,19 +2,24 @@
 
 KIP-630's four snapshot metrics (kraft.raft.metrics) plus what an operator watches on a
 quorum: the high watermark, the log's end and start offsets, the epoch and the leader,
-commit latency, and the bytes moved by Fetch and FetchSnapshot.
+commit latency, and the bytes moved by Fetch and FetchSnapshot. And Kafka's own Raft
+metrics (KafkaRaftMetrics, JMX kafka.server:type=raft-metrics), under the names Prometheus's
+JMX exporter gives them (`kafka_server_raft_metrics_current_leader`...), labelled with the
+node and its role, so dashboards made for Kafka read kraft too.
 """
 
 import logging
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import InfoMetricFamily
+from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
 from kraft.metadata import MetadataImage
-from kraft.raft import RaftCore
+from kraft.raft import RaftCore, Role
 from kraft.raft.metrics import SnapshotMetrics
 from kraft.storage import SnapshotId
 
@@ -42,8 +47,116 @@ class ImageCollector(Collector):
                                "of its content", value={"offset": str(image.offset), "digest": self._seen[1]})
 
 
+class Window:
+    """Kafka's sampled stats: what was recorded in the last `seconds` (two 30 s samples)."""
+
+    def __init__(self, seconds: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self.clock = clock
+        self._values: deque[tuple[float, float]] = deque()
+        self._started = clock()
+
+    def record(self, value: float) -> None:
+        self._values.append((self.clock(), value))
+
+    def _recent(self) -> list[float]:
+        cutoff = self.clock() - self.seconds
+        while self._values and self._values[0][0] < cutoff:
+            self._values.popleft()
+        return [v for _, v in self._values]
+
+    def avg(self) -> float:
+        values = self._recent()
+        return sum(values) / len(values) if values else float("nan")
+
+    def max(self) -> float:
+        return max(self._recent(), default=float("nan"))
+
+    def rate(self) -> float:
+        """Per second, over the window (or over the time since start, if shorter)."""
+        elapsed = min(self.seconds, self.clock() - self._started)
+        return sum(self._recent()) / elapsed if elapsed > 0 else 0.0
+
+
+_STATES = {Role.LEADER: "leader", Role.CANDIDATE: "candidate", Role.VOTED: "voted", Role.FOLLOWER: "follower",
+           Role.RESIGNED: "resigned", Role.UNATTACHED: "unattached"}
+
+
+class RaftMetrics(Collector):
+    """Kafka's KafkaRaftMetrics, read from the core when scraped and from what the node
+    records per step (`on_step`): committed and appended records, elections, busy time."""
+
+    PREFIX = "kafka_server_raft_metrics_"
+
+    def __init__(self, node_id: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.node_id = node_id
+        self.clock = clock
+        self.core: RaftCore | None = None
+        self.commit_latency_ms = Window(clock=clock)
+        self.election_latency_ms = Window(clock=clock)
+        self.fetch_records = Window(clock=clock)
+        self.append_records = Window(clock=clock)
+        self.busy_seconds = Window(clock=clock)
+        self._log_end = 0
+        self._election_started: float | None = None
+
+    def on_step(self, core: RaftCore, busy: float) -> None:
+        """After each core step: `busy` seconds it took. Cheap: a few reads and compares."""
+        end = core.log.end_offset
+        if end > self._log_end:
+            (self.append_records if core.is_leader else self.fetch_records).record(end - self._log_end)
+        self._log_end = end
+        self.busy_seconds.record(busy)
+        if core.leader_id is None:
+            if self._election_started is None:
+                self._election_started = self.clock()
+        elif self._election_started is not None:
+            self.election_latency_ms.record((self.clock() - self._election_started) * 1000)
+            self._election_started = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        core = self.core
+        if core is None:
+            return
+        role = "voter" if core.is_voter else "observer"
+        state = _STATES[core.role] if core.is_voter or core.role != Role.FOLLOWER else "observer"
+
+        def gauge(name: str, doc: str, value: float, **labels: str) -> GaugeMetricFamily:
+            names = ["node", "role", *labels]
+            family = GaugeMetricFamily(self.PREFIX + name, doc, labels=names)
+            family.add_metric([str(self.node_id), role, *labels.values()], value)
+            return family
+
+        def or_minus_one(value: int | None) -> int:
+            return -1 if value is None else value
+
+        yield gauge("current_state", "The current state of this member (1 for the state labelled)", 1, state=state)
+        yield gauge("current_leader", "The current quorum leader's id; -1 indicates unknown", or_minus_one(core.leader_id))
+        yield gauge("current_vote", "The current voted id; -1 indicates not voted for anyone",
+                    or_minus_one(core.voted_id))
+        yield gauge("current_epoch", "The current quorum epoch", core.epoch)
+        yield gauge("high_watermark", "The high watermark maintained on this member; -1 if it is unknown",
+                    or_minus_one(core.high_watermark))
+        yield gauge("log_end_offset", "The current raft log end offset", core.log.end_offset)
+        yield gauge("log_end_epoch", "The current raft log end epoch", or_minus_one(core.log.latest_epoch))
+        yield gauge("commit_latency_avg", "The average time in ms to commit an entry in the raft log",
+                    self.commit_latency_ms.avg())
+        yield gauge("commit_latency_max", "The maximum time in ms to commit an entry in the raft log",
+                    self.commit_latency_ms.max())
+        yield gauge("election_latency_avg", "The average time in ms to elect a new leader",
+                    self.election_latency_ms.avg())
+        yield gauge("election_latency_max", "The maximum time in ms to elect a new leader",
+                    self.election_latency_ms.max())
+        yield gauge("fetch_records_rate", "The average number of records fetched from the leader of the raft quorum",
+                    self.fetch_records.rate())
+        yield gauge("append_records_rate", "The average number of records appended per sec by the leader",
+                    self.append_records.rate())
+        yield gauge("poll_idle_ratio_avg", "The ratio of time the Raft IO thread is idle as opposed to doing work",
+                    max(0.0, 1.0 - self.busy_seconds.rate()))
+
+
 class NodeMetrics:
-    def __init__(self) -> None:
+    def __init__(self, node_id: int = -1) -> None:
         self.registry = CollectorRegistry()
         self.snapshots = SnapshotMetrics(self.registry)
         r = self.registry
@@ -71,6 +184,8 @@ class NodeMetrics:
         self.latest_snapshot_epoch = Gauge("kraft_latest_snapshot_epoch", "Epoch of the latest snapshot", registry=r)
         self.image = ImageCollector()
         r.register(self.image)
+        self.raft = RaftMetrics(node_id)
+        r.register(self.raft)
         self.port: int | None = None
         self._server: Any = None
 
@@ -92,6 +207,7 @@ class NodeMetrics:
         def or_minus_one(value: int | None) -> int:
             return -1 if value is None else value
 
+        self.raft.core = core
         self.high_watermark.set_function(lambda: or_minus_one(core.high_watermark))
         self.log_end_offset.set_function(lambda: core.log.end_offset)
         self.log_start_offset.set_function(lambda: core.log.start_offset)

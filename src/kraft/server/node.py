@@ -83,7 +83,7 @@ class KraftNode:
             self._lock.release()
             raise
         self.cluster_id = cluster_id
-        self.metrics = NodeMetrics()
+        self.metrics = NodeMetrics(config.node_id)
         self.controller = QuorumController(
             SnapshotPolicy(
                 config["metadata.log.max.record.bytes.between.snapshots"],
@@ -269,6 +269,7 @@ class KraftNode:
         core = self.core
         if core is None or self.stopping or self.failure is not None:
             return
+        started = time.perf_counter()
         try:
             action(core, self.now())
         except FATAL as e:
@@ -278,6 +279,7 @@ class KraftNode:
             self._after_step(core)
         except FATAL as e:
             self._fail(e)
+        self.metrics.raft.on_step(core, time.perf_counter() - started)
 
     def _fail(self, error: BaseException) -> None:
         """Stops serving at once: nothing is stepped, sent or acknowledged after this."""

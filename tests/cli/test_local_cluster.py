@@ -29,3 +29,14 @@ def test_a_node_that_fails_to_start_takes_the_nodes_started_with_it_down(tmp_pat
         with pytest.raises(RuntimeError, match="node 2 exited"):
             cluster.start()
     assert not any(node.running for node in cluster.nodes.values()), "a node was left running"
+
+
+def test_a_cluster_started_again_on_its_directory_keeps_every_port(tmp_path):
+    def ports(cluster: LocalCluster) -> dict:  # an observer has no controller listener
+        return {n: (node.controller_port if node.voter else None, node.client_port, node.metrics_port)
+                for n, node in cluster.nodes.items()}
+
+    first = LocalCluster(tmp_path / "cluster", voters=2, observers=1)
+    again = LocalCluster(tmp_path / "cluster", voters=2, observers=1)
+    assert ports(again) == ports(first)
+    assert again.cluster_id == first.cluster_id

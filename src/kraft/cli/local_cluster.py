@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraft.server.config import parse_properties
 from kraft.storage.meta_properties import format_storage, random_cluster_id
 
 # Small timeouts: a local cluster elects and fails over in a fraction of a second.
@@ -88,6 +89,24 @@ def free_port() -> int:
     raise OSError("no free port found on 127.0.0.1")
 
 
+def _ports_of(config: Path) -> tuple[int | None, int | None, int | None]:
+    """The controller, client and metrics ports a node's existing server.properties gives
+    (None for each it does not): a cluster started again on its directory keeps them, so
+    clients' bootstrap lists stay right across a restart."""
+    try:
+        entries = parse_properties(config.read_text())
+    except (OSError, UnicodeDecodeError):
+        return None, None, None
+    ports: dict[str, int] = {}
+    for entry in entries.get("listeners", "").split(","):
+        name, _, address = entry.strip().partition("://")
+        port = address.rpartition(":")[2]
+        if port.isdigit():
+            ports[name] = int(port)
+    metrics = entries.get("kraft.metrics.port", "")
+    return ports.get("CONTROLLER"), ports.get("PLAINTEXT"), int(metrics) if metrics.isdigit() else None
+
+
 @dataclass
 class LocalNode:
     node_id: int
@@ -142,8 +161,10 @@ class LocalCluster:
             self.cluster_id = id_file.read_text().strip() if id_file.exists() else random_cluster_id()
         id_file.write_text(self.cluster_id + "\n")
         for node_id in range(1, self.voters + self.observers + 1):
-            node = LocalNode(node_id, node_id <= self.voters, self.directory / f"node-{node_id}",
-                             free_port(), free_port(), free_port())
+            directory = self.directory / f"node-{node_id}"
+            controller, client, metrics = _ports_of(directory / "server.properties")
+            node = LocalNode(node_id, node_id <= self.voters, directory,
+                             controller or free_port(), client or free_port(), metrics or free_port())
             self.nodes[node_id] = node
         self.write_configs()
 

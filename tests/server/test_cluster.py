@@ -282,9 +282,13 @@ def test_describe_replication_is_laid_out_as_kafkas_tool():
     )
 
 
-def metadata_quorum_cli(port: int, which: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-m", "kraft.cli", "metadata-quorum", "--bootstrap-server",
-                          f"127.0.0.1:{port}", "describe", f"--{which}"], capture_output=True, text=True, timeout=60)
+def quorum_tool(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kraft.cli", "metadata-quorum", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def metadata_quorum_cli(port: int, which: str, *more: str, flag: str = "--bootstrap-server") -> list[str]:
+    out = quorum_tool(flag, f"127.0.0.1:{port}", "describe", f"--{which}", *more)
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
 
@@ -346,6 +350,17 @@ def test_metadata_quorum_describes_a_real_cluster_with_a_voter_down(quiet_cluste
         assert (row[1], row[2]) == (str(ends[node]), str(hw - ends[node]))
     assert table[1 + 1 + followers.index(down)][3:5] == [str(stopped.last_fetch_timestamp),
                                                          str(stopped.last_caught_up_timestamp)]
+
+    # Through a controller listener (KIP-919), as --bootstrap-controller asks: a follower's
+    # controller endpoint leads to the leader's.
+    through_controller = metadata_quorum_cli(cluster.nodes[other].controller_port, "status",
+                                             flag="--bootstrap-controller")
+    moving = "MaxFollowerLagTimeMs"  # the leader's own caught-up time is "now": it moves
+    assert [x for x in through_controller if not x.startswith(moving)] == [x for x in status if not x.startswith(moving)]
+    readable = [line.split("\t") for line in metadata_quorum_cli(cluster.nodes[leader_id].client_port, "replication",
+                                                                 "--human-readable")]
+    stopped_row = [cell.strip() for cell in readable[1 + 1 + followers.index(down)]]
+    assert stopped_row[3].endswith(" ms ago") and int(stopped_row[3].split()[0]) >= answered_at - stopped.last_fetch_timestamp
 
 
 def node_processes(directory) -> dict[str, int]:
@@ -467,3 +482,22 @@ def test_a_second_server_on_one_data_directory_exits_naming_the_first(single):
     assert node.running
     _, result = create_topic_at_leader(single, "still-served")
     assert result.error_code == ErrorCode.none
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bootstrap-server", "localhost:99999"], "'localhost:99999' is not host:port with a port from 1 to 65535"),
+    (["--bootstrap-server", "localhost"], "'localhost' is not host:port"),
+    (["--bootstrap-server", "127.0.0.1:1"], "no bootstrap server answered"),
+])
+def test_metadata_quorum_says_what_is_wrong_with_its_arguments_in_one_line(args, message):
+    out = quorum_tool(*args, "describe", "--status")
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+
+
+def test_metadata_quorum_refuses_what_it_cannot_do_in_one_line(tmp_path):
+    config = tmp_path / "admin.properties"
+    config.write_text("security.protocol=SASL_SSL\n")
+    out = quorum_tool("--bootstrap-server", "127.0.0.1:1", "--command-config", str(config), "describe", "--status")
+    assert out.returncode == 1 and "security.protocol=SASL_SSL is not served by kraft yet" in out.stderr
+    out = quorum_tool("--bootstrap-server", "127.0.0.1:1", "describe", "--status", "--human-readable")
+    assert out.returncode == 1 and "--human-readable is only supported along with --replication" in out.stderr

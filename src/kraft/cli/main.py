@@ -84,7 +84,8 @@ def _cluster(args: argparse.Namespace) -> int:
 def _metadata_quorum(args: argparse.Namespace) -> int:
     from kraft.cli.quorum_cmd import metadata_quorum
 
-    return metadata_quorum(args.bootstrap_server, args.status, args.replication)
+    return metadata_quorum(args.bootstrap_server, args.bootstrap_controller, args.command_config, args.status,
+                           args.replication, args.human_readable)
 
 
 def _restore(args: argparse.Namespace) -> int:
@@ -139,12 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=_cluster)
 
     quorum = sub.add_parser("metadata-quorum", help="describe the quorum (like kafka-metadata-quorum)")
-    quorum.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT...] of client listeners")
+    connect = quorum.add_mutually_exclusive_group(required=True)
+    connect.add_argument("--bootstrap-server", help="HOST:PORT[,HOST:PORT...] of client listeners")
+    connect.add_argument("--bootstrap-controller", help="HOST:PORT[,HOST:PORT...] of controller listeners")
+    quorum.add_argument("--command-config", help="admin client properties (security.protocol, client.id, ...)")
     quorum_sub = quorum.add_subparsers(dest="action", required=True)
     describe = quorum_sub.add_parser("describe")
     which = describe.add_mutually_exclusive_group(required=True)
     which.add_argument("--status", action="store_true")
     which.add_argument("--replication", action="store_true")
+    describe.add_argument("--human-readable", action="store_true", help="timestamps as 'N ms ago' (--replication)")
     describe.set_defaults(func=_metadata_quorum)
 
     new_epoch_help = ("the new epoch: the same on every node and above every epoch a client saw "

@@ -31,6 +31,7 @@ from kraft.raft import InvariantViolation, RaftConfig, RaftCore, Reply, Send
 from kraft.raft import messages as m
 from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.server.config import ServerConfig
+from kraft.server.describe_cluster import DescribeCluster
 from kraft.server.metrics import NodeMetrics
 from kraft.server.peers import Peers
 from kraft.storage import (
@@ -171,8 +172,11 @@ class KraftNode:
         self.client_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits,
                                          name=f"node {self.node_id} client listener")
         self.client_api.register(self.client_server)
+        describe_cluster = DescribeCluster(self)
+        describe_cluster.register(self.client_server)
         if self.raft_server is not None:
             self.client_api.register_controller_apis(self.raft_server)
+            describe_cluster.register(self.raft_server)
         client = c.client_listener
         assert client is not None
         self.client_address = await self.client_server.start(client.endpoint.host, client.endpoint.port)

@@ -1,0 +1,50 @@
+"""DescribeCluster (API 60): the cluster id, the active controller, and its brokers or (KIP-919)
+its controllers, on both listeners.
+
+`kraft metadata-quorum --bootstrap-controller` and Kafka's own admin client with
+bootstrap.controllers ask a controller listener for it: with endpoint type 2 the answer
+lists the voters at their controller endpoints, which is how such a client finds the active
+controller without any broker.
+"""
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from kraft.protocol import ErrorCode, KafkaServer
+from kraft.protocol.build import build_response
+
+if TYPE_CHECKING:
+    from kraft.server.node import KraftNode
+
+DESCRIBE_CLUSTER = 60
+BROKERS, CONTROLLERS = 1, 2  # DescribeClusterRequest.endpoint_type
+_NO_OPERATIONS = -(2**31)  # cluster_authorized_operations when not asked
+
+
+class DescribeCluster:
+    def __init__(self, node: "KraftNode") -> None:
+        self.node = node
+
+    def register(self, server: KafkaServer) -> None:
+        server.register(DESCRIBE_CLUSTER, 0, 1, self.describe_cluster)
+
+    async def describe_cluster(self, header: Any, request: Any) -> Any:
+        version = header.request_api_version
+        node = self.node
+        core = node.core
+        endpoint_type = getattr(request, "endpoint_type", BROKERS)
+        answer: dict[str, Any] = {"throttle_time": timedelta(0), "error_code": ErrorCode.none, "error_message": None,
+                                  "cluster_id": node.cluster_id, "cluster_authorized_operations": _NO_OPERATIONS,
+                                  "controller_id": -1 if core is None or core.leader_id is None else core.leader_id}
+        if version >= 1:
+            answer["endpoint_type"] = endpoint_type
+        if endpoint_type == CONTROLLERS:
+            answer["brokers"] = [{"broker_id": n, "host": e.host, "port": e.port, "rack": None}
+                                 for n, e in sorted(node.config.voters.items())]
+        elif endpoint_type == BROKERS:
+            answer["brokers"] = [{key: b[key] for key in ("host", "port", "rack")} | {"broker_id": b["node_id"]}
+                                 for b in node.client_api.reads._brokers().values()]  # the brokers Metadata lists
+        else:
+            answer.update(error_code=ErrorCode.invalid_request, brokers=[],
+                          error_message=f"endpoint type {endpoint_type} is neither brokers (1) nor controllers (2)")
+        return build_response(DESCRIBE_CLUSTER, version, answer)

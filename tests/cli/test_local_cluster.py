@@ -40,3 +40,12 @@ def test_a_cluster_started_again_on_its_directory_keeps_every_port(tmp_path):
     again = LocalCluster(tmp_path / "cluster", voters=2, observers=1)
     assert ports(again) == ports(first)
     assert again.cluster_id == first.cluster_id
+
+
+@pytest.mark.parametrize("voters, observers", [(0, 1), (-1, 1), (1, -2)])
+def test_cluster_up_refuses_an_impossible_cluster_before_writing_anything(tmp_path, voters, observers):
+    out = subprocess.run([sys.executable, "-m", "kraft.cli", "cluster", "up", "--voters", str(voters),
+                          "--observers", str(observers), "--dir", str(tmp_path / "c")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "at least one voter" in out.stderr
+    assert not (tmp_path / "c").exists()

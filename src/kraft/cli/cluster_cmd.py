@@ -71,6 +71,10 @@ def _claim(directory: Path) -> DirectoryLock:
 
 
 def cluster_up(directory: str, voters: int, observers: int) -> int:
+    if voters < 1 or observers < 0:
+        print(f"kraft cluster up: --voters {voters} --observers {observers}: a cluster needs at least one voter "
+              "and no fewer than zero observers", file=sys.stderr)
+        return 2
     try:
         lock = _claim(Path(directory))
     except (DirectoryInUseError, OSError) as e:

@@ -65,14 +65,20 @@ def _server(args: argparse.Namespace) -> int:
 
 
 def _storage(args: argparse.Namespace) -> int:
-    from kraft.cli.server_cmd import storage_format, storage_random_uuid
+    from kraft.cli.server_cmd import storage_format, storage_info, storage_random_uuid
 
     if args.action == "random-uuid":
         return storage_random_uuid()
-    if not args.config or not args.cluster_id:
-        print("kraft storage format: --config and --cluster-id are required", file=sys.stderr)
+    if not args.config:
+        print(f"kraft storage {args.action}: --config (-c) is required", file=sys.stderr)
         return 2
-    return storage_format(args.config, args.cluster_id)
+    if args.action == "info":
+        return storage_info(args.config)
+    if not args.cluster_id:
+        print("kraft storage format: --cluster-id (-t) is required (`kraft storage random-uuid` makes one)",
+              file=sys.stderr)
+        return 2
+    return storage_format(args.config, args.cluster_id, args.ignore_formatted)
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -125,10 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("config", help="path to server.properties")
     start.set_defaults(func=_server)
 
-    storage = sub.add_parser("storage", help="format a node's metadata.log.dir (like kafka-storage)")
-    storage.add_argument("action", choices=["format", "random-uuid"])
-    storage.add_argument("--config", help="path to server.properties")
-    storage.add_argument("--cluster-id", help="the cluster id (kraft storage random-uuid makes one)")
+    storage = sub.add_parser("storage", help="format a node's metadata.log.dir, or show it (like kafka-storage)")
+    storage.add_argument("action", choices=["format", "info", "random-uuid"])
+    storage.add_argument("--config", "-c", help="path to server.properties")
+    storage.add_argument("--cluster-id", "-t", help="the cluster id (kraft storage random-uuid makes one)")
+    storage.add_argument("--ignore-formatted", "-g", action="store_true",
+                         help="skip a directory already formatted for this cluster and node, rather than fail")
     storage.set_defaults(func=_storage)
 
     cluster = sub.add_parser("cluster", help="a local cluster of processes on loopback")

@@ -14,7 +14,15 @@ from kraft.server.config import ConfigError, read_config, unused_keys_warning
 from kraft.server.node import KraftNode
 from kraft.storage import StorageError
 from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock
-from kraft.storage.meta_properties import StorageNotFormattedError, format_storage, random_cluster_id
+from kraft.controller.quorum_controller import BOOTSTRAP_RELEASE
+from kraft.storage.meta_properties import (
+    InvalidClusterIdError,
+    StorageNotFormattedError,
+    check_cluster_id,
+    format_storage,
+    random_cluster_id,
+    read_meta_entries,
+)
 
 log = logging.getLogger("kraft.server.start")
 
@@ -132,15 +140,61 @@ def server_start(config_path: str) -> int:
     return 2 if node.failure is not None else 0
 
 
-def storage_format(config_path: str, cluster_id: str) -> int:
+def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool) -> int:
+    """`kafka-storage format`, in Kafka's words: one line per directory formatted."""
     try:
+        check_cluster_id(cluster_id)
         config = read_config(config_path)
         with DirectoryLock(config.log_dir):
-            format_storage(config.log_dir, cluster_id, config.node_id)
-    except (ConfigError, StorageNotFormattedError, DirectoryInUseError) as e:
+            formatted = format_storage(config.log_dir, cluster_id, config.node_id, ignore_formatted=ignore_formatted)
+    except (ConfigError, StorageNotFormattedError, DirectoryInUseError, InvalidClusterIdError) as e:
         print(f"kraft storage format: {e}", file=sys.stderr)
         return 1
-    print(f"Formatted {Path(config.log_dir)} for cluster {cluster_id}, node {config.node_id}")
+    if formatted:
+        print(f"Formatting metadata directory {config.log_dir} with metadata.version {BOOTSTRAP_RELEASE}.")
+    else:
+        print("All of the log directories are already formatted.")
+    return 0
+
+
+def storage_info(config_path: str) -> int:
+    """`kafka-storage info`: the node's directories, what their meta.properties hold, and
+    every problem found (exit 1 if there is one), laid out as Kafka prints it."""
+    try:
+        config = read_config(config_path)
+    except ConfigError as e:
+        print(f"kraft storage info: {e}", file=sys.stderr)
+        return 1
+    found, problems, metadata = [], [], None
+    for directory in [str(config.log_dir)]:  # kraft keeps no data beside the metadata log
+        path = Path(directory)
+        if not path.is_dir():
+            problems.append(f"{path} does not exist" if not path.exists() else f"{path} is not a directory")
+            continue
+        found.append(directory)
+        if not (path / "meta.properties").exists():
+            problems.append(f"{path} is not formatted.")
+            continue
+        try:
+            entries = read_meta_entries(path)
+        except StorageNotFormattedError as e:
+            problems.append(f"Error loading {path / 'meta.properties'}: {e}")
+            continue
+        if metadata is None:
+            metadata = entries
+        elif metadata.get("cluster.id") != entries.get("cluster.id"):
+            problems.append("Mismatched cluster IDs between storage directories.")
+        elif metadata.get("node.id") != entries.get("node.id"):
+            problems.append("Mismatched node IDs between storage directories.")
+    if found:
+        print("Found log directory:" if len(found) == 1 else "Found log directories:")
+        print("".join(f"  {d}\n" for d in found))
+    if metadata is not None:
+        print("Found metadata: {" + ", ".join(f"{k}={v}" for k, v in sorted(metadata.items())) + "}\n")
+    if problems:
+        print("Found problem:" if len(problems) == 1 else "Found problems:")
+        print("".join(f"  {p}\n" for p in problems))
+        return 1
     return 0
 
 

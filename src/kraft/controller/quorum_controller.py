@@ -64,6 +64,7 @@ _BATCH_OVERHEAD, _RECORD_OVERHEAD = 61, 28
 # The metadata.version a new log starts at: 3.3-IV3, the first production KRaft level, whose
 # record versions are the ones kraft writes (it writes the lowest version holding a record).
 BOOTSTRAP_METADATA_VERSION = 7
+BOOTSTRAP_RELEASE = "3.3-IV3"  # that level's name, as kafka-storage prints it
 DEFAULT_IDLE_INTERVAL_MS = 500  # Kafka's metadata.max.idle.interval.ms
 
 

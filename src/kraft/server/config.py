@@ -229,12 +229,15 @@ class ServerConfig:
         )
 
     @property
+    def log_dirs(self) -> list[str]:
+        """log.dirs (or log.dir): the data directories Kafka keeps beside the metadata one."""
+        dirs = [d.strip() for d in self["log.dirs"].split(",") if d.strip()]
+        return dirs or [self["log.dir"]]
+
+    @property
     def log_dir(self) -> Path:
         """metadata.log.dir, else the first of log.dirs, else log.dir, as Kafka chooses."""
-        if self["metadata.log.dir"]:
-            return Path(self["metadata.log.dir"])
-        dirs = [d.strip() for d in self["log.dirs"].split(",") if d.strip()]
-        return Path(dirs[0] if dirs else self["log.dir"])
+        return Path(self["metadata.log.dir"] or self.log_dirs[0])
 
     def listener(self, name: str) -> Listener | None:
         return next((lst for lst in self["listeners"] if lst.name == name), None)

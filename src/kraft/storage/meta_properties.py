@@ -23,6 +23,26 @@ class StorageNotFormattedError(Exception):
     """The directory holds no usable meta.properties for this node."""
 
 
+class InvalidClusterIdError(ValueError):
+    """A cluster id that is not a Kafka UUID (22 characters of URL-safe base64, 16 bytes)."""
+
+
+def check_cluster_id(text: str) -> str:
+    """`text` if it is a Kafka UUID as Uuid.fromString reads it; else InvalidClusterIdError."""
+    if len(text) > 24:
+        raise InvalidClusterIdError(f"Cluster ID string {text[:24]}... is too long to be a base64 UUID")
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:
+        raw = b""
+    if len(raw) != 16 or text.startswith("-"):
+        raise InvalidClusterIdError(
+            f"Cluster ID string {text!r} does not appear to be a valid UUID: it must be 16 bytes in URL-safe "
+            "base64 (22 characters), not starting with '-'; `kraft storage random-uuid` makes one"
+        )
+    return text
+
+
 def random_cluster_id() -> str:
     """Kafka's cluster ids: 16 random bytes in URL-safe base64, 22 characters. Like Kafka's
     Uuid.randomUuid, never one that starts with '-', which a command line takes for a flag."""
@@ -32,10 +52,10 @@ def random_cluster_id() -> str:
             return text
 
 
-def format_storage(log_dir: Path, cluster_id: str, node_id: int) -> None:
-    """`kafka-storage format`: writes meta.properties (once; a formatted dir is left alone
-    if it matches, and refused if it does not)."""
-    log_dir.mkdir(parents=True, exist_ok=True)
+def format_storage(log_dir: Path, cluster_id: str, node_id: int, *, ignore_formatted: bool = True) -> bool:
+    """`kafka-storage format`: writes meta.properties; True if it did. A directory already
+    formatted for this cluster and node is left alone when `ignore_formatted` (Kafka's
+    --ignore-formatted), an error otherwise; formatted for another, always an error."""
     path = log_dir / META_PROPERTIES
     if path.exists():
         found = read_meta_properties(log_dir)
@@ -43,18 +63,34 @@ def format_storage(log_dir: Path, cluster_id: str, node_id: int) -> None:
             raise StorageNotFormattedError(
                 f"{path} is already formatted for cluster {found[0]} node {found[1]}, not {cluster_id} node {node_id}"
             )
-        return
+        if not ignore_formatted:
+            raise StorageNotFormattedError(
+                f"Log directory {log_dir} is already formatted. Use --ignore-formatted to ignore this directory "
+                "and format the others."
+            )
+        return False
+    log_dir.mkdir(parents=True, exist_ok=True)
     body = f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n".encode()
     fsutil.atomic_write(path, body + f"{_CHECKSUM}{crc32c.crc32c(body)}\n".encode())
+    return True
 
 
-def read_meta_properties(log_dir: Path) -> tuple[str, int]:
-    """(cluster id, node id), or StorageNotFormattedError naming the file and what is wrong."""
+def read_meta_entries(log_dir: Path) -> dict[str, str]:
+    """meta.properties' keys and values, checksum checked (`kraft storage info` shows them)."""
     path = log_dir / META_PROPERTIES
+    try:
+        text = _checked(path).decode()
+    except UnicodeDecodeError as e:
+        raise StorageNotFormattedError(f"{path} is not a meta.properties file ({e})") from None
+    return {k.strip(): v.strip() for k, v in (line.split("=", 1) for line in text.splitlines()
+                                              if "=" in line and not line.startswith("#"))}
+
+
+def _checked(path: Path) -> bytes:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise StorageNotFormattedError(f"{log_dir} is not formatted: run `kraft storage format`") from None
+        raise StorageNotFormattedError(f"{path.parent} is not formatted: run `kraft storage format`") from None
     except OSError as e:
         raise StorageNotFormattedError(f"{path}: cannot read: {e.strerror}") from None
     mark = raw.rfind(_CHECKSUM.encode())
@@ -66,9 +102,13 @@ def read_meta_properties(log_dir: Path) -> tuple[str, int]:
                 "again with the cluster's id (`kraft storage format --config ... --cluster-id ...`) after "
                 "moving the damaged file away"
             )
+    return raw
+
+
+def read_meta_properties(log_dir: Path) -> tuple[str, int]:
+    """(cluster id, node id), or StorageNotFormattedError naming the file and what is wrong."""
+    entries = read_meta_entries(log_dir)
     try:
-        text = raw.decode()
-        entries = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
-        return entries["cluster.id"].strip(), int(entries["node.id"])
+        return entries["cluster.id"], int(entries["node.id"])
     except (KeyError, ValueError) as e:
-        raise StorageNotFormattedError(f"{path} is not a meta.properties file ({e})") from None
+        raise StorageNotFormattedError(f"{log_dir / META_PROPERTIES} is not a meta.properties file ({e})") from None

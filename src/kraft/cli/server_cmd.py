@@ -1,4 +1,4 @@
-"""`kraft server start` and `kraft storage format|random-uuid`."""
+"""`kraft server start` and `kraft storage format|info|random-uuid`."""
 
 import asyncio
 import ctypes
@@ -10,11 +10,11 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kraft.controller.quorum_controller import BOOTSTRAP_RELEASE
 from kraft.server.config import ConfigError, read_config, unused_keys_warning
 from kraft.server.node import KraftNode
 from kraft.storage import StorageError
 from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock
-from kraft.controller.quorum_controller import BOOTSTRAP_RELEASE
 from kraft.storage.meta_properties import (
     InvalidClusterIdError,
     StorageNotFormattedError,

@@ -152,3 +152,29 @@ def test_a_full_filesystem_stops_the_node_and_nothing_acknowledged_is_lost(tmp_p
     finally:
         cluster.stop()
         subprocess.run(["umount", "-l", str(data)], check=False)
+
+
+@pytest.mark.parametrize("damage", ["segment", "quorum-state", "snapshot"])
+def test_a_damaged_file_at_start_is_one_line_naming_it_and_the_way_out(tmp_path, damage):
+    cluster = LocalCluster(tmp_path / "cluster", voters=1, observers=0, overrides={
+        "metadata.log.max.record.bytes.between.snapshots": "2000", "metadata.snapshot.min.changed_records.ratio": "0",
+    })
+    node = cluster.nodes[1]
+    with cluster:
+        cluster.start()
+        writer = Writer(cluster, lambda: False).start()
+        wait_for(lambda: list(node.partition_dir.glob("*.checkpoint")) and len(writer.acked) > 30, 60,
+                 "a snapshot and writes after it")
+        writer.stop()
+    victim = {"segment": sorted(node.partition_dir.glob("*.log"))[-1], "quorum-state": node.partition_dir / "quorum-state",
+              "snapshot": sorted(node.partition_dir.glob("*.checkpoint"))[-1]}[damage]
+    raw = bytearray(victim.read_bytes())
+    raw[len(raw) // 2] ^= 0x10
+    victim.write_bytes(bytes(raw))
+    mark = node.log_path.stat().st_size
+    with pytest.raises(RuntimeError, match="exited"):
+        cluster.start()
+    out = node.log_path.read_bytes()[mark:].decode()
+    assert node.process.returncode == 1 and "Traceback" not in out
+    (line,) = [x for x in out.splitlines() if x.startswith("kraft server start:")]
+    assert victim.name in line and "format it again" in line, line

@@ -68,6 +68,12 @@ def configure_logging(node_id: int | str) -> None:
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
 
+# What an operator can do about a replica whose files are damaged, when the rest of the
+# quorum is healthy: a replica's data is a copy of the leader's.
+REFETCH = ("If the rest of the quorum is healthy, move this node's metadata.log.dir away, format it again "
+           "(kraft storage format) and start the node: it fetches everything again from the leader")
+
+
 class StartError(Exception):
     """The node could not start (a listener, its storage); it stops before it takes part in
     the quorum, with one line saying why."""
@@ -80,7 +86,9 @@ async def run_node(node: KraftNode) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         await node.start()
-    except (OSError, StorageError) as e:  # a port taken, a disk failing, damaged files: one line each
+    except StorageError as e:  # damaged files: which, where, and the way out
+        raise StartError(f"{e}. {REFETCH}") from e
+    except OSError as e:  # a port taken, a disk failing: one line each
         raise StartError(str(e)) from e
     log.info("node %d ready: controller %s client %s metrics %s", node.node_id, node.raft_address,
              node.client_address, node.metrics.port)

@@ -6,30 +6,15 @@ from pathlib import Path
 
 
 def _dump_log(args: argparse.Namespace) -> int:
-    from kraft.cli.dump_log import dump_index, dump_segment, dump_snapshot
+    from kraft.cli.dump_log import Options, main
 
-    status = 0
-    for name in args.files:
-        path = Path(name)
-        if not path.is_file():
-            print(f"kraft dump-log: {path}: no such file", file=sys.stderr)
-            status = 2
-            continue
-        if path.suffix == ".log":
-            lines = dump_segment(path, print_records=args.print_records)
-        elif path.suffix == ".index":
-            lines = dump_index(path)
-        elif path.suffix == ".checkpoint":
-            lines = dump_snapshot(path, print_records=args.print_records)
-        else:
-            print(
-                f"kraft dump-log: {path}: not a .log segment, .index or .checkpoint snapshot", file=sys.stderr
-            )
-            status = 2
-            continue
-        for line in lines:
-            print(line)
-    return status
+    options = Options(
+        deep_iteration=args.deep_iteration,
+        print_data_log=args.print_data_log,
+        cluster_metadata_decoder=args.cluster_metadata_decoder,
+        skip_record_metadata=args.skip_record_metadata,
+    )
+    return main(args.files, options)
 
 
 def _metadata_shell(args: argparse.Namespace) -> int:
@@ -113,16 +98,25 @@ def build_parser() -> argparse.ArgumentParser:
     dump = sub.add_parser(
         "dump-log", help="print .log segments, .index files and .checkpoint snapshots (like kafka-dump-log)"
     )
-    dump.add_argument("--files", nargs="+", required=True, metavar="PATH", help="files to dump")
-    dump.add_argument("--print-records", action="store_true", help="print every record, not only batches")
+    dump.add_argument("--files", nargs="+", required=True, metavar="FILE[,FILE...]",
+                      help="files to dump: comma-separated as Kafka takes them, or several arguments")
+    dump.add_argument("--print-data-log", "--print-records", action="store_true",
+                      help="print each record's key and payload (implies --deep-iteration)")
+    dump.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
+    dump.add_argument("--cluster-metadata-decoder", action="store_true",
+                      help="print payloads as metadata records, one line of Kafka's JSON each (implies --print-data-log)")
+    dump.add_argument("--skip-record-metadata", action="store_true",
+                      help="leave out each record's offset, sizes and headers, and control records")
     dump.set_defaults(func=_dump_log)
 
     shell = sub.add_parser("metadata-shell", help="browse the metadata image in a snapshot, or a snapshot and the log")
     source = shell.add_mutually_exclusive_group(required=True)
     source.add_argument("--snapshot", metavar="FILE", help="a .checkpoint file")
-    source.add_argument("--dir", metavar="PARTITION_DIR", help="its latest .checkpoint, then the .log segments after it")
-    shell.add_argument("-c", dest="shell_command", metavar="COMMAND", help="run this command and exit (else: interactive)")
-    shell.add_argument("words", nargs="*", metavar="COMMAND", help="a command to run and exit, e.g. ls /topics")
+    source.add_argument("--dir", metavar="PARTITION_DIR",
+                        help="its latest .checkpoint, then the .log segments after it (or a metadata.log.dir)")
+    shell.add_argument("-c", dest="shell_command", metavar="COMMAND",
+                       help="run this command line (commands separated by ;) and exit (else: interactive)")
+    shell.add_argument("words", nargs="*", metavar="COMMAND", help="a command to run and exit, e.g. ls /image/topics")
     shell.set_defaults(func=_metadata_shell)
 
     server = sub.add_parser("server", help="run a node")

@@ -1,379 +1,380 @@
-"""`kraft metadata-shell`: browse a metadata image like Kafka's metadata shell.
+"""`kraft metadata-shell`: browse a metadata image as Kafka's metadata shell does.
 
-The image comes from a snapshot (`--snapshot FILE`), or from a partition directory (`--dir`):
-its latest `.checkpoint`, then the `.log` segments after it, batch by batch. Given a node's
-metadata.log.dir instead, the shell reads the __cluster_metadata-0 inside it; a directory
-with neither snapshots nor segments is an error, not an empty image. Nothing is written: no
-recovery, no cleanup of the directory. The log is read to its end, so what is shown may
-include records not yet committed, as with Kafka's shell.
+The image is read by `kraft.cli.metadata_files` (a snapshot, or a metadata directory: its
+latest snapshot and the log after it) and shown as Kafka's tree (`kraft.cli.metadata_nodes`):
+`/image/topics/byName/orders/0`, `/image/cluster/brokers/1`, `/image/configs/TOPIC:orders`,
+`/image/acls/<id>`, ... with `/local` beside it.
 
-The image is a tree of directories and files:
-
-    /brokers/<id>                   a broker's registration
-    /topics/<name>/id               the topic id
-    /topics/<name>/<partition>      a partition: replicas, ISR, leader, epochs
-    /configs/<type>/<name>          a resource's configs (type: topic, broker, ...);
-                                    <default> for the cluster-wide default (name "")
-    /features/<name>                a finalized feature level
-    /producerIds                    the next producer-id block
-    /offset                         the last offset and epoch the image reflects
-
-Commands: ls, cat, tree, cd, pwd, help, exit.
+The commands are Kafka's (shell/.../command/*CommandHandler): ls, cd, cat, tree, find, pwd,
+history, help, man, exit, with their output: `ls` sorts and, at a terminal, lays names out
+in columns; `tree` and `cat` print through Kafka's ShellNodePrinter layout ("name:" and two
+spaces per level); `find` prints paths; `history [N]` numbers entries from 0. Paths take
+Kafka's globs (`*`, `?`, `{a,b}`, `\\` to escape). Interactive mode has line editing,
+history and tab completion of commands and paths (Python's readline, as Kafka's has
+JLine's). kraft departs from Kafka's shell in three ways: errors go to stderr, and a one-shot
+command that fails exits 1 (Kafka prints them to stdout and exits 0); one-shot mode (`-c
+CMD` or trailing words) accepts every command, several separated by `;`, so `-c "cd /image;
+pwd"` works; and `tree` with no path prints the working directory.
 """
 
-import json
-import os
+import re
 import shlex
+import shutil
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterator
+from typing import TextIO
 
-from kraft.metadata import MetadataCache, MetadataError, MetadataImage, uuid_str
-from kraft.metadata.image import BrokerRegistration, ConfigResourceType, PartitionRegistration
-from kraft.records import RecordBatch, RecordError, iter_file_batches
-from kraft.storage.errors import SnapshotError
-from kraft.storage.snapshot import CHECKPOINT_SUFFIX, SnapshotReader, parse_snapshot_file_name
+from kraft.cli.metadata_files import LoadError, load
+from kraft.cli.metadata_nodes import Dir, Leaf, Node, root_node, sorted_children
+from kraft.cli.output import quiet_on_broken_pipe
 
-HELP = """\
-ls [PATH...]     list a directory (directories end in /)
-cat PATH...      print a file
-tree [PATH]      print a directory and everything below it
-cd [PATH]        change directory (/ by default)
-pwd              print the current directory
-help             this text
-exit             leave the shell"""
-
-
-class ShellError(Exception):
-    """A command that cannot be carried out (no such path, a file where a directory is wanted)."""
-
-
-# ------------------------------------------------------------------------------ loading
-
-METADATA_PARTITION = "__cluster_metadata-0"  # the partition directory inside metadata.log.dir
-DEFAULT_RESOURCE = "<default>"  # how the cluster-wide default (resource name "") is shown
-_LOAD_ERRORS = (SnapshotError, RecordError, MetadataError, OSError)
+PROG = "kraft metadata-shell"
+COMMANDS = {  # name: (usage, Kafka's description)
+    "cat": ("cat TARGET...", "Show the contents of metadata files."),
+    "cd": ("cd [TARGET]", "Set the current working directory."),
+    "exit": ("exit", "Exit the metadata shell."),
+    "find": ("find [PATH...]", "Search for nodes in the directory hierarchy."),
+    "help": ("help", "Display this help message."),
+    "history": ("history [N]", "Print command history."),
+    "ls": ("ls [TARGET...]", "List metadata nodes."),
+    "man": ("man COMMAND", "Show the help text for a specific command."),
+    "pwd": ("pwd", "Print the current working directory."),
+    "tree": ("tree [TARGET...]", "Show the contents of metadata nodes in a tree structure."),
+}
+_PATH_COMMANDS = ("cat", "find", "ls", "tree")  # complete every argument as a path
+_REGEX_SPECIAL = set("$()+.[]^{|")
+_GLOB_SPECIAL = set("*?\\{}")
 
 
-def _error_in(path: Path, error: Exception) -> ShellError:
-    """The error, naming the file it is about once (snapshot errors name it already)."""
-    message = str(error)
-    return ShellError(message if str(path) in message else f"{path}: {message}")
+def glob_pattern(component: str) -> re.Pattern | None:
+    """Kafka's GlobComponent: `*`, `?`, `{a,b}` and `\\` escapes as a regular expression; None
+    for a literal component (or a malformed glob, which Kafka also takes literally)."""
+    out, literal, group, i = [], True, False, 0
+    while i < len(component):
+        c = component[i]
+        i += 1
+        if c in "?*":
+            literal = False
+            out.append("." if c == "?" else ".*")
+        elif c == "\\":
+            if i < len(component):
+                c = component[i]
+                i += 1
+            out.append(re.escape(c) if c in _REGEX_SPECIAL | _GLOB_SPECIAL else c)
+        elif c == "{":
+            if group:
+                return None  # Kafka cannot nest groups
+            literal, group = False, True
+            out.append("(?:(?:")
+        elif c == "," and group:
+            out.append(")|(?:")
+        elif c == "}" and group:
+            group = False
+            out.append("))")
+        else:
+            out.append(re.escape(c) if c in _REGEX_SPECIAL else c)
+    if literal or group:
+        return None
+    return re.compile("".join(out))
 
 
-def load_snapshot_file(path: Path, cache: MetadataCache) -> None:
-    try:
-        reader = SnapshotReader.open(path, parse_snapshot_file_name(path.name))
-        cache.load_snapshot(reader.records(), end_offset=reader.snapshot_id.end_offset, epoch=reader.snapshot_id.epoch)
-    except _LOAD_ERRORS as e:
-        raise _error_in(path, e) from None
+def normalize(path: str) -> list[str]:
+    """An absolute path's components, `.` and `..` resolved (`..` stops at the root)."""
+    parts: list[str] = []
+    for piece in path.split("/"):
+        if piece == "..":
+            if parts:
+                parts.pop()
+        elif piece not in ("", "."):
+            parts.append(piece)
+    return parts
 
 
-def _apply_segment(segment: Path, cache: MetadataCache) -> None:
-    """Every batch of one .log segment past the cache's offset, in order."""
-    fd = os.open(segment, os.O_RDONLY)
-    try:
-        for h in iter_file_batches(fd, partial_tail="stop"):
-            if h.last_offset <= cache.offset:
-                continue  # in the snapshot already
-            if h.is_control:
-                cache.advance(base_offset=h.base_offset, last_offset=h.last_offset, epoch=h.partition_leader_epoch)
-            else:
-                records = RecordBatch(h, os.pread(fd, h.size, h.position)).records()
-                cache.apply_batch(
-                    records, base_offset=h.base_offset, last_offset=h.last_offset, epoch=h.partition_leader_epoch
-                )
-    except _LOAD_ERRORS as e:
-        raise _error_in(segment, e) from None
-    finally:
-        os.close(fd)
-
-
-def load_directory(directory: Path) -> MetadataImage:
-    """The latest snapshot in a partition directory, then every log batch after it. A
-    metadata.log.dir stands for the partition directory inside it; a directory with
-    neither snapshots nor segments is refused rather than shown as an empty image."""
-    snapshots = []
-    segments = []
-    for p in directory.iterdir():
-        if p.name.endswith(CHECKPOINT_SUFFIX):
-            try:
-                snapshots.append((parse_snapshot_file_name(p.name), p))
-            except SnapshotError as e:  # as the snapshot store does: not a snapshot of this log
-                print(f"kraft metadata-shell: ignored: {e}", file=sys.stderr)
-        elif p.suffix == ".log" and p.stem.isdigit():
-            segments.append(p)
-    if not snapshots and not segments:
-        inner = directory / METADATA_PARTITION
-        if inner.is_dir():
-            return load_directory(inner)
-        raise ShellError(
-            f"{directory}: no .checkpoint snapshots and no .log segments: give a metadata partition directory "
-            f"({METADATA_PARTITION}) or the metadata.log.dir holding one"
-        )
-    cache = MetadataCache()
-    if snapshots:
-        load_snapshot_file(max(snapshots)[1], cache)
-    for segment in sorted(segments, key=lambda p: int(p.stem)):
-        _apply_segment(segment, cache)
-    return cache.image
-
-
-def load(snapshot: str | None, directory: str | None) -> MetadataImage:
-    """The image to browse; raises ShellError saying what could not be read, and why."""
-    path = Path(snapshot or directory or "")
-    try:
-        if snapshot is not None:
-            if not path.is_file():
-                raise ShellError(f"{path}: no such file")
-            cache = MetadataCache()
-            load_snapshot_file(path, cache)
-            return cache.image
-        if not path.is_dir():
-            raise ShellError(f"{path}: no such directory")
-        return load_directory(path)
-    except _LOAD_ERRORS as e:  # listing the directory
-        raise _error_in(path, e) from None
-
-
-# ------------------------------------------------------------------------------ the tree
-
-
-def _broker(b: BrokerRegistration) -> dict:
-    return {
-        "id": b.id,
-        "epoch": b.epoch,
-        "incarnationId": uuid_str(b.incarnation_id),
-        "listeners": [
-            {"name": e.name, "host": e.host, "port": e.port, "securityProtocol": e.security_protocol}
-            for e in b.endpoints
-        ],
-        "supportedFeatures": {
-            f.name: {"minVersion": f.min_supported_version, "maxVersion": f.max_supported_version} for f in b.features
-        },
-        "rack": b.rack,
-        "fenced": b.fenced,
-    }
-
-
-def _partition(p: PartitionRegistration) -> dict:
-    return {
-        "replicas": list(p.replicas),
-        "isr": list(p.isr),
-        "removingReplicas": list(p.removing_replicas),
-        "addingReplicas": list(p.adding_replicas),
-        "leader": p.leader,
-        "leaderRecoveryState": p.leader_recovery_state,
-        "leaderEpoch": p.leader_epoch,
-        "partitionEpoch": p.partition_epoch,
-    }
-
-
-def _pretty(value: object) -> str:
-    """JSON with one line per top-level field: readable, and short lists stay on one line."""
-    if not isinstance(value, dict) or not value:
-        return json.dumps(value)
-    fields = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items())
-    return "{\n" + fields + "\n}"
-
-
-Dir = Callable[[], list[str]]  # a directory: its children's names, in display order
-
-
-class MetadataTree:
-    """Resolves paths in an image to directories (lists of names) and files (JSON values)."""
-
-    def __init__(self, image: MetadataImage) -> None:
-        self.image = image
-        self._configs: dict[str, dict[str, Mapping[str, str]]] | None = None
-
-    def children(self, parts: list[str]) -> list[str] | None:
-        """The names in the directory at `parts`, None if it is a file; ShellError if absent."""
-        node = self._node(parts)
-        return node() if callable(node) else None
-
-    def content(self, parts: list[str]) -> object:
-        node = self._node(parts)
-        if callable(node):
-            raise ShellError(f"{'/' + '/'.join(parts)}: is a directory")
-        return node
-
-    def _node(self, parts: list[str]) -> Dir | object:
-        image = self.image
-        missing = ShellError(f"{'/' + '/'.join(parts)}: no such file or directory")
-        if not parts:
-            return lambda: ["brokers/", "configs/", "features/", "topics/", "offset", "producerIds"]
-        head, rest = parts[0], parts[1:]
-        if head == "offset" and not rest:
-            return {"offset": image.offset, "epoch": image.epoch}
-        if head == "producerIds" and not rest:
-            return {"nextProducerId": image.next_producer_id}
-        if head == "brokers":
-            if not rest:
-                return lambda: [str(b) for b in sorted(image.brokers.keys())]
-            broker = image.broker(int(rest[0])) if rest[0].isdigit() and len(rest) == 1 else None
-            if broker is None:
-                raise missing
-            return _broker(broker)
-        if head == "features":
-            if not rest:
-                return lambda: sorted(image.features.keys())
-            if len(rest) == 1 and rest[0] in image.features:
-                return image.features[rest[0]]
-            raise missing
-        if head == "topics":
-            return self._topic_node(rest, missing)
-        if head == "configs":
-            return self._config_node(rest, missing)
-        raise missing
-
-    def _topic_node(self, rest: list[str], missing: ShellError) -> Dir | object:
-        if not rest:
-            return lambda: [f"{name}/" for name in sorted(self.image.topics_by_name.keys())]
-        topic = self.image.topic(rest[0])
-        if topic is None or len(rest) > 2:
-            raise missing
-        if len(rest) == 1:
-            return lambda: ["id", *(str(pid) for pid in range(len(topic.partitions)))]
-        if rest[1] == "id":
-            return uuid_str(topic.id)
-        if rest[1].isdigit() and int(rest[1]) < len(topic.partitions):
-            return _partition(topic.partitions[int(rest[1])])
-        raise missing
-
-    def _config_node(self, rest: list[str], missing: ShellError) -> Dir | object:
-        if self._configs is None:  # type name -> shown resource name -> configs, built once
-            self._configs = {}
-            for resource, entries in self.image.configs.items():
-                shown = resource.name or DEFAULT_RESOURCE
-                self._configs.setdefault(ConfigResourceType(resource.type).name.lower(), {})[shown] = entries
-        by_type = self._configs
-        if not rest:
-            return lambda: [f"{t}/" for t in sorted(by_type)]
-        names = by_type.get(rest[0])
-        if names is None or len(rest) > 2:
-            raise missing
-        if len(rest) == 1:
-            return lambda: sorted(names)
-        if rest[1] not in names:
-            raise missing
-        return dict(sorted(names[rest[1]].items()))
-
-
-# ------------------------------------------------------------------------------ the shell
+def columns(entries: list[str], width: int | None) -> Iterator[str]:
+    """ls's layout (LsCommandHandler.calculateColumnSchema): the most columns, filled top to
+    bottom, each two wider than its longest name, that fit the screen; one per line without a
+    screen."""
+    limit = width or 0
+    per, widths = len(entries), []  # entries per column, and each column's width
+    for count in range(2, limit // 4 + 1):
+        rows = -(-len(entries) // count)
+        candidate = [max(len(e) + 2 for e in entries[c * rows : (c + 1) * rows]) for c in range(count)
+                     if c * rows < len(entries)]
+        if len(candidate) == count and sum(candidate) <= limit:
+            per, widths = rows, candidate
+    for line in range(per):
+        row = entries[line::per]
+        yield "".join(e.ljust(widths[c]) if c < len(row) - 1 else e for c, e in enumerate(row))
 
 
 class Shell:
-    def __init__(self, image: MetadataImage, out=sys.stdout) -> None:
-        self.tree = MetadataTree(image)
-        self.cwd: list[str] = []
-        self.out = out
+    """The commands over one image tree; `interactive` when a person types them."""
 
-    def _parts(self, path: str) -> list[str]:
-        parts = [] if path.startswith("/") else list(self.cwd)
-        for piece in path.split("/"):
-            if piece in ("", "."):
-                continue
-            if piece == "..":
-                if parts:
-                    parts.pop()
-            else:
-                parts.append(piece)
-        return parts
+    def __init__(self, root: Dir, out: TextIO | None = None, interactive: bool = False) -> None:
+        self.root = root
+        self.out = out or sys.stdout
+        self.interactive = interactive
+        self.cwd: list[str] = []
+        self.history: list[str] = []
+        self.done = False
+        self._matches: list[str] = []
+
+    # -------------------------------------------------------------------------- running
 
     def _print(self, line: str) -> None:
         print(line, file=self.out)
 
     def run(self, line: str) -> bool:
-        """Runs one command line; False if it failed (the error is printed to stderr)."""
+        """Runs a line (commands separated by `;`); False if any failed (said on stderr)."""
         try:
-            words = shlex.split(line)
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=";")
+            lexer.whitespace_split = True
+            tokens = list(lexer)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return False
-        if not words:
-            return True
-        command, args = words[0], words[1:]
-        handler = getattr(self, f"_cmd_{command}", None)
+        ok, words = True, []
+        for token in [*tokens, ";"]:
+            if set(token) != {";"}:
+                words.append(token)
+                continue
+            if words and not self.done:
+                ok = self._run_command(words[0], words[1:]) and ok
+            words = []
+        return ok
+
+    def _run_command(self, command: str, args: list[str]) -> bool:
+        """Runs one command: its handler prints what it shows and yields what went wrong."""
+        handler = getattr(self, f"_cmd_{command}", None) if command in COMMANDS else None
         if handler is None:
             print(f"error: unknown command {command!r}; try help", file=sys.stderr)
             return False
-        try:
-            handler(args)
-        except ShellError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return False
-        return True
+        errors = list(handler(args) or ())
+        for error in errors:
+            print(error, file=sys.stderr)
+        return not errors
 
-    def _cmd_ls(self, args: list[str]) -> None:
-        for path in args or ["."]:
-            parts = self._parts(path)
-            names = self.tree.children(parts)
-            if len(args) > 1:
-                self._print(f"{path}:")
-            for name in names if names is not None else [parts[-1]]:
-                self._print(name)
+    def visit(self, target: str) -> list[tuple[list[str], Node]]:
+        """Every node `target` names (GlobVisitor): its path and the node, in sorted order."""
+        full = target if target.startswith("/") else "/".join(["", *self.cwd, target])
+        components = normalize(full)
+        found: list[tuple[list[str], Node]] = []
 
-    def _cmd_cat(self, args: list[str]) -> None:
+        def walk(depth: int, node: Node, path: list[str]) -> None:
+            if depth == len(components):
+                found.append((path, node))
+                return
+            if not isinstance(node, Dir):
+                return
+            pattern = glob_pattern(components[depth])
+            if pattern is None:
+                child = node.child(components[depth])
+                if child is not None:
+                    walk(depth + 1, child, [*path, components[depth]])
+                return
+            for name, child in sorted_children(node):
+                if pattern.fullmatch(name):
+                    walk(depth + 1, child, [*path, name])
+
+        walk(0, self.root, [])
+        return found
+
+    # -------------------------------------------------------------------------- commands
+
+    def _cmd_ls(self, args: list[str]) -> Iterator[str]:
+        files: list[str] = []
+        directories: list[tuple[str, list[str]]] = []
+        for target in args or ["."]:
+            found = self.visit(target)
+            if not found:
+                yield f"ls: {target}: no such file or directory."
+            for path, node in found:
+                name = path[-1] if path else "/"
+                if isinstance(node, Dir):
+                    directories.append((name, sorted(node.names())))
+                else:
+                    files.append(name)
+        width = shutil.get_terminal_size().columns if self.interactive and self.out.isatty() else None
+        if files:
+            for line in columns(files, width):
+                self._print(line)
+        first = not files
+        for name, children in directories:
+            intro = ""
+            if files or len(directories) > 1:
+                intro = ("" if first else "\n") + f"{name}:"
+                first = False
+            if children:
+                if intro:
+                    self._print(intro)
+                for line in columns(children, width):
+                    self._print(line)
+
+    def _cmd_cat(self, args: list[str]) -> Iterator[str]:
         if not args:
-            raise ShellError("cat: which file?")
-        for path in args:
-            self._print(_pretty(self.tree.content(self._parts(path))))
+            yield "cat: which file? (cat TARGET...)"
+        for target in args:
+            found = self.visit(target)
+            if not found:
+                yield f"cat: {target}: No such file or directory."
+            for _, node in found:
+                if isinstance(node, Dir):
+                    yield f"cat: {target}: Is a directory"
+                else:
+                    self._print(node.text)
 
-    def _cmd_tree(self, args: list[str]) -> None:
-        parts = self._parts(args[0] if args else ".")
-        path = "/" + "/".join(parts)
-        if self.tree.children(parts) is None:  # a file: the tree is the file
-            self._print(f"{path}: {self._compact(parts)}")
+    def _tree_lines(self, node: Node, indent: str) -> Iterator[str]:
+        """A node as ShellNodePrinter prints it: a file's text, or each child by name, sorted,
+        with its contents two spaces further in."""
+        if isinstance(node, Leaf):
+            yield indent + node.text
             return
-        self._print(path)
-        for line in self._walk(parts, "  "):
-            self._print(line)
+        for name, child in sorted_children(node):
+            yield f"{indent}{name}:"
+            yield from self._tree_lines(child, indent + "  ")
 
-    def _compact(self, parts: list[str]) -> str:
-        return json.dumps(self.tree.content(parts), separators=(",", ":"))
+    def _cmd_tree(self, args: list[str]) -> Iterator[str]:
+        for target in args or ["."]:
+            found = self.visit(target)
+            if not found:
+                yield f"tree: {target}: No such file or directory."
+            for _, node in found:
+                for line in self._tree_lines(node, ""):
+                    self._print(line)
 
-    def _walk(self, parts: list[str], indent: str) -> Iterator[str]:
-        for name in self.tree.children(parts) or []:
-            child = parts + [name.rstrip("/")]
-            if name.endswith("/"):
-                yield f"{indent}{name}"
-                yield from self._walk(child, indent + "  ")
+    def _find_lines(self, path: str, node: Node) -> Iterator[str]:
+        yield path
+        if isinstance(node, Dir):
+            for name, child in sorted_children(node):
+                yield from self._find_lines(f"{path}{name}" if path.endswith("/") else f"{path}/{name}", child)
+
+    def _cmd_find(self, args: list[str]) -> Iterator[str]:
+        for target in args or ["."]:
+            found = self.visit(target)
+            if not found:
+                yield f"find: {target}: no such file or directory."
+            is_glob = any(glob_pattern(part) for part in target.split("/"))
+            for path, node in found:  # paths start as typed, as Kafka's do; a glob's at each match
+                for line in self._find_lines("/" + "/".join(path) if is_glob else target, node):
+                    self._print(line)
+
+    def _cmd_cd(self, args: list[str]) -> Iterator[str]:
+        target = args[0] if args else "/"
+        found = self.visit(target)
+        if not found:
+            yield f"cd: {target}: no such directory."
+        for path, node in found:
+            if isinstance(node, Dir):
+                self.cwd = path
             else:
-                yield f"{indent}{name}: {self._compact(child)}"
-
-    def _cmd_cd(self, args: list[str]) -> None:
-        parts = self._parts(args[0] if args else "/")
-        if self.tree.children(parts) is None:
-            raise ShellError(f"{'/' + '/'.join(parts)}: not a directory")
-        self.cwd = parts
+                yield f"cd: {target}: not a directory."
 
     def _cmd_pwd(self, args: list[str]) -> None:
         self._print("/" + "/".join(self.cwd))
 
+    def _cmd_history(self, args: list[str]) -> Iterator[str]:
+        if not self.interactive:
+            yield "history: the history command requires a shell."
+            return
+        if args and not re.fullmatch(r"-?\d+", args[0]):
+            yield f"history: {args[0]}: not a number"
+            return
+        count = max(int(args[0]), 0) if args else len(self.history)
+        for number, line in list(enumerate(self.history))[len(self.history) - count :]:
+            self._print(f"{number:5d}  {line}")
+
     def _cmd_help(self, args: list[str]) -> None:
-        self._print(HELP)
+        self._print("Welcome to the kraft metadata shell: a metadata image in the layout of Kafka's.\n")
+        for usage, description in COMMANDS.values():
+            self._print(f"  {usage:<18} {description}")
+
+    def _cmd_man(self, args: list[str]) -> Iterator[str]:
+        if len(args) != 1 or args[0] not in COMMANDS:
+            yield f"man: unknown command {' '.join(args)}. Type help to get a list of commands."
+            return
+        usage, description = COMMANDS[args[0]]
+        self._print(f"{args[0]}: {description}\n\nusage: {usage}")
+
+    def _cmd_exit(self, args: list[str]) -> None:
+        self.done = True
+
+    # -------------------------------------------------------------------------- interactive
+
+    def complete(self, line: str) -> list[str]:
+        """What tab offers for the word being typed at the end of `line` (MetadataShellCompleter):
+        command names first, then paths for commands that take them. Each candidate replaces
+        the whole word; a directory ends in `/` so completion can go on into it, anything else
+        in a space."""
+        words = line.split()
+        if not words or line[-1].isspace():
+            words.append("")
+        if len(words) == 1 or (words[0] == "man" and len(words) == 2):
+            return [f"{name} " for name in COMMANDS if name.startswith(words[-1])]
+        if words[0] in _PATH_COMMANDS or (words[0] == "cd" and len(words) == 2):
+            return self._complete_path(words[-1])
+        return []
+
+    def _complete_path(self, prefix: str) -> list[str]:
+        head, slash, last = prefix.rpartition("/")
+        head += slash
+        found = self.visit(head or ".")
+        if len(found) != 1 or not isinstance(found[0][1], Dir):
+            return []
+        directory = found[0][1]
+        return [
+            f"{head}{name}{'/' if isinstance(directory.child(name), Dir) else ' '}"
+            for name in sorted(directory.names())
+            if name.startswith(last)
+        ]
+
+    def _readline_complete(self, text: str, state: int) -> str | None:
+        import readline
+
+        if state == 0:
+            self._matches = self.complete(readline.get_line_buffer()[: readline.get_endidx()])
+        return self._matches[state] if state < len(self._matches) else None
+
+    def _enable_readline(self) -> None:
+        """Line editing, history (up arrow) and tab completion; paths complete as whole words."""
+        try:
+            import readline
+        except ImportError:  # a Python built without it: the shell works, without editing
+            return
+        readline.set_completer_delims(" \t\n")
+        readline.set_completer(self._readline_complete)
+        libedit = "libedit" in (readline.__doc__ or "")
+        readline.parse_and_bind("bind ^I rl_complete" if libedit else "tab: complete")
 
     def interact(self) -> None:
-        while True:
+        self._enable_readline()
+        self._print("[ kraft metadata shell ]")
+        while not self.done:
             try:
-                line = input(f"kraft:/{'/'.join(self.cwd)}> ")
+                line = input(">> ")
             except EOFError:
                 self._print("")
                 return
-            if line.strip() in ("exit", "quit"):
-                return
+            except KeyboardInterrupt:
+                self._print("^C")
+                continue
+            if line.strip():
+                self.history.append(line)
             self.run(line)
 
 
+@quiet_on_broken_pipe
 def main(snapshot: str | None, directory: str | None, command: str | None, words: list[str]) -> int:
+    """Loads the image, then runs one command line and exits (1 if it failed), or reads
+    commands until exit or end of input. 2 if the files cannot be read."""
     try:
-        image = load(snapshot, directory)
-    except ShellError as e:
-        print(f"kraft metadata-shell: {e}", file=sys.stderr)
+        loader = load(PROG, snapshot, directory)
+    except LoadError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
         return 2
-    shell = Shell(image)
+    for line in loader.summary():
+        print(f"{PROG}: {line}", file=sys.stderr)
+    root = root_node(loader.image, loader.time_ms)
     if command is not None or words:
-        return 0 if shell.run(command if command is not None else shlex.join(words)) else 1
-    shell.interact()
+        return 0 if Shell(root).run(command if command is not None else shlex.join(words)) else 1
+    Shell(root, interactive=True).interact()
     return 0

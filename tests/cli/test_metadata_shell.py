@@ -212,6 +212,19 @@ def test_a_batch_that_does_not_apply_is_skipped_and_counted(tmp_path):
     assert "1 log batch(es) do not apply to the image and were skipped" in out.stderr
 
 
+def test_inside_a_transaction_a_batch_that_does_not_apply_stops_the_load(tmp_path):
+    builder = LogBuilder()
+    cluster_log(builder)
+    builder.records([r.BeginTransactionRecord()], epoch=2)
+    builder.records([r.TopicRecord(name="half", topic_id=bytes(range(16))),
+                     r.PartitionChangeRecord(partition_id=0, topic_id=bytes(16), leader=1)], epoch=2)
+    segment = builder.write(tmp_path / "00000000000000000000.log")
+    out = shell("--dir", str(tmp_path), "ls", "/image/topics/byName")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.splitlines()[-1].startswith(
+        f"kraft metadata-shell: {segment}: the batch at offsets 57..58, inside a transaction, does not apply")
+
+
 @pytest.mark.parametrize("glob, matches, misses", [
     ("abc", None, None),  # literal: looked up, not matched
     ("a*", ["a", "abc"], ["ba"]),

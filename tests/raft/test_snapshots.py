@@ -391,48 +391,71 @@ def test_votes_are_granted_against_the_snapshot_when_the_log_is_empty():
 # ---------------------------------------------------------------- 6. log start offset and deletion
 
 
-def test_the_leader_moves_the_start_only_when_every_live_replica_has_the_snapshot():
+# Retention asks for a move (at 0 bytes every snapshot but the latest breaches it); the
+# leader then waits for the replicas that still need the records it would remove.
+RETAIN_NOTHING = {"cleanup_interval_ms": 1, "max_retention_bytes": 0, "max_retention_ms": -1}
+
+
+def test_the_start_does_not_move_just_because_every_replica_has_a_snapshot():
+    """Readers (consumers, Spark streams) are not replicas: the log keeps their history until
+    retention says otherwise, as Kafka's does."""
     leader = committed_leader(cleanup_interval_ms=1)
+    leader.request(fetch(offset=9, last_epoch=1, replica=3))
+    for end in (5, 7):
+        take_snapshot(leader, end)
+    leader.advance(1000)
+    assert leader.log.start_offset == 0 and leader.snapshots.list() == [SnapshotId(5, 1), SnapshotId(7, 1)]
+
+
+def test_the_leader_waits_for_every_live_replica_before_retention_moves_the_start():
+    leader = committed_leader(**RETAIN_NOTHING)
     leader.request(fetch(offset=3, last_epoch=1, replica=3))  # voter 3 is behind, at 3
-    take_snapshot(leader, 5)
+    for end in (5, 7):
+        take_snapshot(leader, end)
     leader.advance(1)
-    assert leader.log.start_offset == 0, "voter 3 is live and lacks offsets 3..4"
+    assert leader.log.start_offset == 0, "voter 3 is live and lacks offsets 3..6"
+    leader.request(fetch(offset=6, last_epoch=1, replica=3))
+    leader.advance(1)
+    assert leader.log.start_offset == 5, "as far as every live replica has replicated"
     leader.request(fetch(offset=9, last_epoch=1, replica=3))
     leader.advance(1)
-    assert leader.log.start_offset == 5
+    assert leader.log.start_offset == 7 and leader.snapshots.list() == [SnapshotId(7, 1)]
 
 
 def test_a_dead_replica_does_not_hold_the_start_back():
-    leader = committed_leader(cleanup_interval_ms=1, fetch_timeout_ms=200)
+    leader = committed_leader(**RETAIN_NOTHING, fetch_timeout_ms=200)
     leader.request(fetch(offset=3, last_epoch=1, replica=4))  # an observer at 3
-    take_snapshot(leader, 5)
+    for end in (5, 7):
+        take_snapshot(leader, end)
     leader.advance(1)
     assert leader.log.start_offset == 0
     for _ in range(3):  # voters 2 and 3 keep fetching; observer 4 goes quiet
         leader.advance(100)
         leader.request(fetch(offset=9, last_epoch=1, replica=2))
         leader.request(fetch(offset=9, last_epoch=1, replica=3))
-    assert leader.log.start_offset == 5
+    assert leader.log.start_offset == 7
 
 
-def test_a_snapshot_old_enough_moves_the_start_regardless():
-    """Voter 3 lags and is live, but offset 5 has waited metadata.start.offset.lag.time.max.ms
+def test_the_wait_for_replicas_ends_after_the_lag_time():
+    """Voter 3 lags and is live, but offset 7 has waited metadata.start.offset.lag.time.max.ms
     since the record before it was appended (the snapshot's last contained log time)."""
-    leader = committed_leader(cleanup_interval_ms=1, start_offset_lag_time_max_ms=1000)
+    leader = committed_leader(**RETAIN_NOTHING, start_offset_lag_time_max_ms=1000)
     leader.request(fetch(offset=3, last_epoch=1, replica=3))
-    take_snapshot(leader, 5)
+    for end in (5, 7):
+        take_snapshot(leader, end)
     leader.advance(999)
     leader.request(fetch(offset=3, last_epoch=1, replica=3))
     assert leader.log.start_offset == 0
     leader.advance(1)
-    assert leader.log.start_offset == 5
+    assert leader.log.start_offset == 7
 
 
 def test_the_lag_time_is_counted_from_the_snapshot_so_a_restart_does_not_restart_it():
-    leader = committed_leader(cleanup_interval_ms=1, start_offset_lag_time_max_ms=10_000)
+    leader = committed_leader(**RETAIN_NOTHING, start_offset_lag_time_max_ms=10_000)
     leader.request(fetch(offset=3, last_epoch=1, replica=3))  # voter 3 lags
     written = leader.now
-    take_snapshot(leader, 5)
+    for end in (5, 7):
+        take_snapshot(leader, end)
     leader.advance(1500)
     leader.restart()  # resigned: it cannot lead its old epoch again
     elect(leader)
@@ -450,11 +473,11 @@ def test_the_lag_time_is_counted_from_the_snapshot_so_a_restart_does_not_restart
         voters_fetch()
     assert leader.core.role == Role.LEADER and leader.log.start_offset == 0
     leader.advance(1)
-    assert leader.log.start_offset == 5, "10 s after the snapshot's records, not 10 s after the restart"
+    assert leader.log.start_offset == 7, "10 s after the snapshot's records, not 10 s after the restart"
 
 
 def test_snapshots_below_the_start_are_deleted():
-    leader = committed_leader(cleanup_interval_ms=1)
+    leader = committed_leader(**RETAIN_NOTHING)
     leader.request(fetch(offset=9, last_epoch=1, replica=3))
     for end in (3, 5, 7):
         take_snapshot(leader, end)
@@ -490,7 +513,7 @@ def test_followers_follow_the_leaders_start_with_a_local_snapshot_at_or_below_it
 def test_retention_by_bytes_always_keeps_the_latest_snapshot():
     leader = committed_leader(cleanup_interval_ms=1, max_retention_bytes=1, max_retention_ms=-1,
                               start_offset_lag_time_max_ms=10**9)
-    leader.request(fetch(offset=1, last_epoch=1, replica=3))  # voter 3 lags: KIP-630's rule holds the start
+    leader.request(fetch(offset=9, last_epoch=1, replica=3))
     for end in (3, 5, 7):
         take_snapshot(leader, end)
     leader.advance(1)
@@ -500,7 +523,7 @@ def test_retention_by_bytes_always_keeps_the_latest_snapshot():
 def test_retention_by_time_always_keeps_the_latest_snapshot():
     leader = committed_leader(cleanup_interval_ms=1, max_retention_bytes=-1, max_retention_ms=1000,
                               start_offset_lag_time_max_ms=10**9)
-    leader.request(fetch(offset=1, last_epoch=1, replica=3))
+    leader.request(fetch(offset=9, last_epoch=1, replica=3))
     for end in (3, 5):
         take_snapshot(leader, end)
     leader.advance(1000)

@@ -38,6 +38,7 @@ def stopped_node(tmp_path_factory) -> tuple[Path, str, set[str]]:
         "metadata.log.max.record.bytes.between.snapshots": "3000",
         "metadata.snapshot.min.changed_records.ratio": "0",
         "metadata.log.segment.bytes": "1024",
+        "metadata.max.retention.bytes": "1",  # so the log start moves past a snapshot
     })
     cluster.start()
     node = cluster.nodes[1]

@@ -38,6 +38,9 @@ CHAOS_CONFIG = {
     "metadata.log.max.record.bytes.between.snapshots": "20000",
     "metadata.snapshot.min.changed_records.ratio": "0",
     "metadata.log.segment.bytes": "65536",
+    # Retention is what moves the log start (readers' history is kept until it says so):
+    # small here, so the log starts past snapshots and a newcomer catches up from one.
+    "metadata.max.retention.bytes": "40000",
 }
 FAULTS = ("kill-leader", "kill-voter", "kill-observer", "pause-leader", "stop-leader", "disk-fault")
 DISK_FAULTS = ("fsync EIO {node}/data/__cluster_metadata-0/0", "fdatasync EIO {node}/data/recovery-point",

@@ -28,6 +28,9 @@ DEMO_CONFIG = {
     "metadata.log.max.record.bytes.between.snapshots": "20000",
     "metadata.snapshot.min.changed_records.ratio": "0",
     "metadata.log.segment.bytes": "65536",
+    # Retention is what moves the log start (readers' history is kept until it says so):
+    # small here, so the log starts past snapshots and a newcomer catches up from one.
+    "metadata.max.retention.bytes": "40000",
     "replica.fetch.response.max.bytes": "16384",  # small chunks, so the catch-up shows progress
 }
 OBSERVER = 4
@@ -244,7 +247,8 @@ def steps(directory: Path) -> bool:
         console.print(f"node {leader} killed; node {new_leader} leads epoch {new_epoch} after "
                       f"{(time.monotonic() - killed) * 1000:.0f} ms")
         took = wait("the dead broker to be fenced", lambda: leader not in (brokers(cluster) or [leader]))
-        console.print(f"broker {leader} fenced {took:.1f} s later: its heartbeats stopped (one FenceBroker record)")
+        console.print(f"broker {leader} fenced {took:.1f} s later: its heartbeats stopped (a FenceBrokerRecord, "
+                      "and the partition changes it causes, as Kafka's controller writes them)")
         create_topics(cluster, [f"after-failover-{i}" for i in range(10)], partitions=4)
         console.print("10 more topics created through the new leader")
 

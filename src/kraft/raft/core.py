@@ -35,7 +35,7 @@ from kraft.raft.errors import InvariantViolation, NotLeaderError, RecordBatchToo
 from kraft.raft.leader import LeaderState
 from kraft.raft.listener import CommittedBatch, LeaderAndEpoch, Listener
 from kraft.raft.metrics import SnapshotMetrics
-from kraft.raft.retention import follower_target, replicated_target, retention_target
+from kraft.raft.retention import follower_target, leader_target, retention_target
 from kraft.records import (
     HEADER_SIZE,
     LeaderChangeMessage,
@@ -1225,26 +1225,16 @@ class RaftCore:
     def _clean(self, now: int) -> None:
         """Log start offset and snapshot retention; see retention.py for the rules.
 
-        KIP-630's rules depend on the role; Kafka's retention (KafkaMetadataLog.maybeClean,
-        called from every replica's poll loop) runs on every replica, whatever its role.
+        Retention decides how far the log start may move (Kafka's KafkaMetadataLog.maybeClean,
+        called from every replica's poll loop); the leader holds a move back while a live
+        replica still needs the records it would remove (KIP-630), and followers also follow
+        the leader's log start. A replica between leaders waits for one.
         """
         ids = self.snapshots.list()
-        if not ids:
-            return
+        if not ids or self.role not in (Role.LEADER, Role.FOLLOWER):
+            return  # between leaders, no one knows what the replicas still need
         timestamps = {sid: info[1] for sid, info in self._snapshot_info.items()}
-        if self._leader is not None and self.high_watermark is not None:
-            limit = min(self.high_watermark, self.log.end_offset)
-            candidates = [s for s in ids if self.log.start_offset < s.end_offset <= limit]
-            live = [
-                p.end_offset
-                for rid, p in {**self._leader.voter_progress, **self._leader.observer_progress}.items()
-                if rid != self.node_id and p.last_fetch_ms >= now - self.config.fetch_timeout_ms
-            ]
-            target = replicated_target(candidates, live, timestamps, now, self.config.start_offset_lag_time_max_ms)
-            if target is not None:
-                self._set_start_offset(target, "every live replica has it" if all(o >= target.end_offset for o in live)
-                                       else "metadata.start.offset.lag.time.max.ms passed")
-        elif self.role == Role.FOLLOWER:
+        if self.role == Role.FOLLOWER:
             target = follower_target(ids, self._leader_start_offset)
             if target is not None:
                 self._set_start_offset(target, f"the leader's log starts at {self._leader_start_offset}")
@@ -1258,7 +1248,24 @@ class RaftCore:
             self.config.max_retention_bytes,
             self.config.max_retention_ms,
         )
-        if retained is not None:
+        if retained is None:
+            return
+        if self._leader is not None:
+            limit = min(self.high_watermark if self.high_watermark is not None else 0, self.log.end_offset)
+            recent = now - self.config.fetch_timeout_ms
+            young = self._leader.started_ms >= recent  # a voter not heard from yet may still come
+            live = [
+                p.end_offset
+                for rid, p in {**self._leader.voter_progress, **self._leader.observer_progress}.items()
+                if rid != self.node_id and (p.last_fetch_ms >= recent or (young and rid in self.config.voters))
+            ]
+            candidates = [s for s in kept if self.log.start_offset < s.end_offset <= limit]
+            target = leader_target(retained, candidates, live, timestamps, now, self.config.start_offset_lag_time_max_ms)
+            if target is not None:
+                why = ("metadata.max.retention.bytes/ms" if all(o >= target.end_offset for o in live)
+                       else "metadata.max.retention.bytes/ms; metadata.start.offset.lag.time.max.ms passed")
+                self._set_start_offset(target, why)
+        else:
             self._set_start_offset(retained, "metadata.max.retention.bytes/ms")
 
     # ---------------------------------------------------------------- FetchSnapshot, leader side

@@ -1,16 +1,20 @@
 """Where the log may start: which snapshot the log start offset can move up to, and why.
 
-Three rules, each a pure function of what the core knows:
+The log start moves as Kafka moves it: by retention only. Readers of the log (consumers,
+Spark streams) are not replicas and no replica counts them, so a log start that moved as
+soon as every replica held a snapshot left a lagging stream with offsets gone from the log
+(seen: a throttled stream 1,300 offsets behind an empty log). Three rules, each a pure
+function of what the core knows:
 
-* KIP-630, the leader: to a snapshot's end offset x once every live replica (voters and
-  observers that fetched within the fetch timeout) has replicated x, so none of them
-  needs a snapshot; or once x has waited `metadata.start.offset.lag.time.max.ms`.
-* KIP-630, followers and observers: up to the largest local snapshot at or below the
+* Kafka's retention (`metadata.max.retention.bytes`, `.ms`; -1 turns each off), every
+  replica in every role (Kafka cleans in every replica's poll loop): while the log and
+  snapshots together are too big, or the oldest snapshot too old, move up to the next
+  snapshot, always keeping the latest one.
+* KIP-630, the leader: a move retention asks for waits until every live replica (voters
+  and observers that fetched within the fetch timeout) has replicated past it, so none of
+  them needs a snapshot, but no longer than `metadata.start.offset.lag.time.max.ms`.
+* KIP-630, followers and observers: also up to the largest local snapshot at or below the
   leader's log start offset, so the log start offset always equals the earliest snapshot's end.
-* Kafka's retention (`metadata.max.retention.bytes`, `.ms`), every replica in every role
-  (Kafka cleans in every replica's poll loop): while the log and snapshots together are
-  too big, or the oldest snapshot too old, move up to the next snapshot, always keeping
-  the latest one.
 
 Every time here is a snapshot's last contained log timestamp, read from its header: the
 append time of the newest record it holds. It is on disk, so a restart changes nothing:
@@ -24,18 +28,21 @@ from collections.abc import Mapping, Sequence
 from kraft.storage import SnapshotId
 
 
-def replicated_target(
+def leader_target(
+    wanted: SnapshotId,
     candidates: Sequence[SnapshotId],
     live_offsets: Sequence[int],
     timestamps: Mapping[SnapshotId, int],
     now: int,
     lag_time_max_ms: int,
 ) -> SnapshotId | None:
-    """The largest candidate every live replica holds, or that has waited long enough."""
-    for snapshot in sorted(candidates, reverse=True):
+    """How far the leader moves toward `wanted` (retention's target): all the way once every
+    live replica holds it or it has waited long enough; else to the largest candidate below
+    it that every live replica holds, if any."""
+    for snapshot in sorted((c for c in candidates if c <= wanted), reverse=True):
         if all(offset >= snapshot.end_offset for offset in live_offsets):
             return snapshot
-        if now - timestamps.get(snapshot, now) >= lag_time_max_ms:
+        if snapshot == wanted and now - timestamps.get(snapshot, now) >= lag_time_max_ms:
             return snapshot
     return None
 

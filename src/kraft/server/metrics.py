@@ -48,34 +48,48 @@ class ImageCollector(Collector):
 
 
 class Window:
-    """Kafka's sampled stats: what was recorded in the last `seconds` (two 30 s samples)."""
+    """Kafka's sampled stats: what was recorded in the last `seconds` (two 30 s samples).
 
-    def __init__(self, seconds: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+    Values are summed into one bucket per second, so a node stepping tens of thousands of
+    times a second keeps sixty buckets, not a value per step. The node's loop records; the
+    HTTP server's thread reads a copy of the bucket list, taken in one call.
+    """
+
+    def __init__(self, seconds: int = 60, clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
         self.clock = clock
-        self._values: deque[tuple[float, float]] = deque()
+        self._buckets: deque[list[float]] = deque()  # [second, sum, count, max]
         self._started = clock()
 
     def record(self, value: float) -> None:
-        self._values.append((self.clock(), value))
+        second = int(self.clock())
+        buckets = self._buckets
+        if buckets and buckets[-1][0] == second:
+            bucket = buckets[-1]
+            bucket[1] += value
+            bucket[2] += 1
+            bucket[3] = max(bucket[3], value)
+            return
+        buckets.append([second, value, 1, value])
+        while buckets[0][0] <= second - self.seconds:
+            buckets.popleft()
 
-    def _recent(self) -> list[float]:
+    def _recent(self) -> list[list[float]]:
         cutoff = self.clock() - self.seconds
-        while self._values and self._values[0][0] < cutoff:
-            self._values.popleft()
-        return [v for _, v in self._values]
+        return [b for b in list(self._buckets) if b[0] > cutoff]
 
     def avg(self) -> float:
-        values = self._recent()
-        return sum(values) / len(values) if values else float("nan")
+        buckets = self._recent()
+        count = sum(b[2] for b in buckets)
+        return sum(b[1] for b in buckets) / count if count else float("nan")
 
     def max(self) -> float:
-        return max(self._recent(), default=float("nan"))
+        return max((b[3] for b in self._recent()), default=float("nan"))
 
     def rate(self) -> float:
         """Per second, over the window (or over the time since start, if shorter)."""
         elapsed = min(self.seconds, self.clock() - self._started)
-        return sum(self._recent()) / elapsed if elapsed > 0 else 0.0
+        return sum(b[1] for b in self._recent()) / elapsed if elapsed > 0 else 0.0
 
 
 _STATES = {Role.LEADER: "leader", Role.CANDIDATE: "candidate", Role.VOTED: "voted", Role.FOLLOWER: "follower",
@@ -138,7 +152,8 @@ class RaftMetrics(Collector):
         yield gauge("high_watermark", "The high watermark maintained on this member; -1 if it is unknown",
                     or_minus_one(core.high_watermark))
         yield gauge("log_end_offset", "The current raft log end offset", core.log.end_offset)
-        yield gauge("log_end_epoch", "The current raft log end epoch", or_minus_one(core.log.latest_epoch))
+        epochs = core.log.epoch_entries()  # one copy: the loop thread may be changing them
+        yield gauge("log_end_epoch", "The current raft log end epoch", epochs[-1][0] if epochs else -1)
         yield gauge("commit_latency_avg", "The average time in ms to commit an entry in the raft log",
                     self.commit_latency_ms.avg())
         yield gauge("commit_latency_max", "The maximum time in ms to commit an entry in the raft log",

@@ -164,6 +164,9 @@ class Simulation:
                 fetch_timeout_ms=600,
                 request_timeout_ms=300,
                 fetch_max_wait_ms=100,
+                # Retention moves the log start (readers' offsets go only by it): kept small
+                # here, so logs start past snapshots and replicas that fall behind fetch them.
+                max_retention_bytes=2000,
             )
             late = mix == "late-join" and node_id in (voters[-1], ids[-1])
             self.nodes[node_id] = SimNode(self, config, self.workload, start=not late)

@@ -214,3 +214,16 @@ def test_kraft_controllers_log_replays_the_same_by_kafkas_rules_and_by_derived_f
             images[mode] = apply_records(image, result.records, offset=image.offset + len(result.records), epoch=1)
         assert images["kafka"].topics_by_name == images["derived"].topics_by_name, f"step {step}: {kind} {b}"
         assert images["kafka"].brokers == images["derived"].brokers
+
+
+def test_a_batch_that_fails_inside_a_transaction_leaves_the_transaction_as_it_was():
+    log = Log()
+    log.batch(broker(1, fenced=False))
+    log.batch(BeginTransactionRecord(), TopicRecord(name="t", topic_id=T1))
+    bad = PartitionChangeRecord(partition_id=5, topic_id=bytes([8]) * 16)  # a topic that does not exist
+    offset = log.offset
+    with pytest.raises(ReplayError, match=f"record at offset {offset + 1}: .*unknown topic id"):
+        log.batch(TopicRecord(name="x", topic_id=bytes([6]) * 16), bad, EndTransactionRecord())
+    log.offset = offset  # the failed batch never happened
+    image = log.batch(EndTransactionRecord())
+    assert image.topic("t") is not None and image.topic("x") is None

@@ -29,7 +29,12 @@ from kraft.metadata.errors import (
     ReplayError,
 )
 from kraft.metadata.image import MetadataImage
-from kraft.metadata.records import AbortTransactionRecord, BeginTransactionRecord, EndTransactionRecord
+from kraft.metadata.records import (
+    AbortTransactionRecord,
+    BeginTransactionRecord,
+    EndTransactionRecord,
+    MetadataRecord,
+)
 from kraft.metadata.serde import decode_record
 from kraft.metadata.snapshot import HasValue, load_snapshot
 
@@ -41,7 +46,8 @@ class MetadataCache:
         self._snapshot_end = 0  # end offset of the latest snapshot (0: none)
         self._snapshot_records = 0
         self._next_offset = 0  # the offset the next batch must start at
-        self._transaction: MetadataDelta | None = None  # records since an unfinished Begin
+        # Records since an unfinished Begin, with their offsets (None: no transaction open).
+        self._transaction: tuple[tuple[int, MetadataRecord], ...] | None = None
         self._aligned = True  # the image ends where a batch ends
 
     @property
@@ -101,12 +107,14 @@ class MetadataCache:
 
     def _replay(
         self, records: Iterable[HasValue], base_offset: int, last_offset: int, epoch: int
-    ) -> tuple[MetadataImage, MetadataDelta | None, bool, set[tuple]]:
-        """(image, transaction still open, image batch-aligned, changed keys) after a batch."""
+    ) -> tuple[MetadataImage, tuple[tuple[int, MetadataRecord], ...] | None, bool, set[tuple]]:
+        """(image, transaction still open, image batch-aligned, changed keys) after a batch.
+        Nothing of the cache's changes here: a batch that raises leaves it as it was, an
+        open transaction included (its records are kept apart, and replayed at its end)."""
         image, aligned, changed = self._image, self._aligned, set()
-        delta = self._transaction or MetadataDelta(image)
-        in_transaction = self._transaction is not None
-        records_done = 0
+        delta = MetadataDelta(image)
+        pending = None if self._transaction is None else list(self._transaction)
+        replayed = False  # records of this batch in `delta`
         for offset, r in enumerate(records, base_offset):
             try:
                 record = decode_record(r.value)
@@ -114,27 +122,28 @@ class MetadataCache:
                 raise ReplayError(offset, e) from e
             kind = type(record)
             if kind is BeginTransactionRecord:
-                if in_transaction:
+                if pending is not None:
                     raise ReplayError(offset, "a BeginTransactionRecord inside a transaction")
-                if records_done:  # what came before it in this batch applies on its own
+                if replayed:  # what came before it in this batch applies on its own
                     image, aligned = delta.apply(offset - 1, epoch), False
                     changed |= delta.changed
-                    delta = MetadataDelta(image)
-                in_transaction = True
+                    delta, replayed = MetadataDelta(image), False
+                pending = []
             elif kind is EndTransactionRecord or kind is AbortTransactionRecord:
-                if not in_transaction:
+                if pending is None:
                     raise ReplayError(offset, f"a {kind.__name__} without a BeginTransactionRecord")
-                if kind is AbortTransactionRecord:
-                    delta = MetadataDelta(image)
-                in_transaction = False
+                if kind is EndTransactionRecord:
+                    for at, held in pending:
+                        _replay_one(delta, held, at)
+                    replayed = replayed or bool(pending)
+                pending = None
+            elif pending is not None:
+                pending.append((offset, record))
             else:
-                try:
-                    delta.replay(record)
-                except InvalidRecordError as e:
-                    raise ReplayError(offset, e) from e
-            records_done += 1
-        if in_transaction:
-            return image, delta, aligned, changed
+                _replay_one(delta, record, offset)
+                replayed = True
+        if pending is not None:
+            return image, tuple(pending), aligned, changed
         return delta.apply(last_offset, epoch), None, True, changed | delta.changed
 
     def advance(self, *, base_offset: int, last_offset: int, epoch: int) -> None:
@@ -183,3 +192,10 @@ class MetadataCache:
         if not self._snapshot_records:
             return 1.0
         return self.changed_records / self._snapshot_records
+
+
+def _replay_one(delta: MetadataDelta, record: MetadataRecord, offset: int) -> None:
+    try:
+        delta.replay(record)
+    except InvalidRecordError as e:
+        raise ReplayError(offset, e) from e

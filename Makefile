@@ -6,6 +6,7 @@ EXTRAS := dev,spark
 INSTALLED := $(VENV)/.installed
 BENCH_INSTALLED := $(VENV)/.bench-installed
 CODEC := $(VENV)/.codec-built
+NODE_CLIENTS := node_modules/.installed
 
 SEEDS ?= 2000
 JOBS ?= 2
@@ -19,7 +20,7 @@ FUZZ_SEED ?= 1
 demo: $(CODEC)
 	$(PY) -m kraft.cli demo
 
-test: lint $(CODEC)
+test: lint $(CODEC) $(NODE_CLIENTS)
 	$(PY) -m pytest -n 2 -q
 
 lint: $(INSTALLED)
@@ -62,6 +63,13 @@ $(CODEC): $(INSTALLED) src/kraft/records/_codec.c src/kraft/metadata/_fields.c \
 	$(PY) setup.py -q build_ext --inplace
 	touch $@
 
+# kafkajs, the admin client not written in Python that tests/server checks kraft with, from
+# package-lock.json into node_modules. Node.js and npm come from Debian where they are missing.
+$(NODE_CLIENTS): package.json package-lock.json
+	command -v npm >/dev/null || { apt-get update -q && apt-get install -y -q nodejs npm; }
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info demo-data
+	rm -rf $(VENV) build src/*.egg-info demo-data node_modules
 	find src -name '*.so' -delete

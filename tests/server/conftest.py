@@ -13,3 +13,12 @@ def single(tmp_path):
     c.start()
     yield c
     c.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """Three voters and an observer."""
+    c = LocalCluster(tmp_path / "cluster", voters=3, observers=1)
+    c.start()
+    yield c
+    c.stop()

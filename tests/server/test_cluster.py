@@ -30,14 +30,6 @@ from .cluster_helpers import QUIET, wait_for
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    c = LocalCluster(tmp_path / "cluster", voters=3, observers=1)
-    c.start()
-    yield c
-    c.stop()
-
-
-@pytest.fixture
 def quiet_cluster(tmp_path):
     """A cluster whose controller writes nothing while idle (no NoOps), so its logs come to
     rest and figures can be compared between two reads."""

@@ -20,7 +20,7 @@ two billion partitions costs nothing.
 import random
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -88,6 +88,16 @@ class CreatedTopic:
     name: str
     topic_id: bytes
     assignment: tuple[tuple[int, ...], ...]  # replicas per partition, the leader first
+
+
+@dataclass(frozen=True, slots=True)
+class NewPartitions:
+    """CreatePartitions for one topic: its new total count, and optionally the replicas of
+    each partition added (the leader first)."""
+
+    name: str
+    count: int
+    assignments: tuple[tuple[int, ...], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,18 +204,20 @@ def delete_topic(image: MetadataImage, name: str) -> ControllerResult[bytes]:
 def _each(
     image: MetadataImage,
     items: Sequence[U],
-    name_of: Callable[[U], str],
+    name_of: Callable[[U], Hashable],
     op: Callable[[MetadataImage, U], ControllerResult[T]],
+    duplicate: str = "Duplicate topic name.",
 ) -> ControllerResult[list[T | ControllerError]]:
     """Runs `op` per item, each against the image as the previous successes left it; an item
-    whose name another item shares is refused, every one of them."""
+    whose name another item shares is refused, every one of them (INVALID_REQUEST with the
+    `duplicate` message). All the records form one operation, committed whole."""
     names = [name_of(item) for item in items]
     repeated = {name for name, count in Counter(names).items() if count > 1}
     records: list[MetadataRecord] = []
     outcomes: list[T | ControllerError] = []
     for item, name in zip(items, names, strict=True):
         if name in repeated:
-            outcomes.append(ControllerError(Errors.INVALID_REQUEST, "Duplicate topic name."))
+            outcomes.append(ControllerError(Errors.INVALID_REQUEST, duplicate))
             continue
         try:
             result = op(image, item)
@@ -231,6 +243,94 @@ def create_topics(
 def delete_topics(image: MetadataImage, names: Sequence[str]) -> ControllerResult[list[bytes | ControllerError]]:
     """Per name, the deleted topic's id or the ControllerError that refused it."""
     return _each(image, names, lambda name: name, delete_topic)
+
+
+def create_partitions_of(image: MetadataImage, request: NewPartitions, rng: random.Random) -> ControllerResult[None]:
+    """Kafka's ReplicationControlManager.createPartitions for one topic: a PartitionRecord per
+    partition added, with the topic's replication factor, placed as a new topic's are or as
+    assigned (every broker registered, none twice, as many as the topic's other partitions
+    have, at least one unfenced). The ISR is the unfenced replicas and the leader its first."""
+    topic = image.topic(request.name)
+    if topic is None:
+        raise ControllerError(Errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+    current = len(topic.partitions)
+    if request.count == current:
+        raise ControllerError(Errors.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    if request.count < current:
+        raise ControllerError(
+            Errors.INVALID_PARTITIONS,
+            f"The topic {request.name} currently has {current} partition(s); {request.count} would not be an increase.",
+        )
+    additional = request.count - current
+    if request.assignments is not None and len(request.assignments) != additional:
+        raise ControllerError(
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            f"Attempted to add {additional} additional partition(s), but only {len(request.assignments)} "
+            "assignment(s) were specified.",
+        )
+    check_record_count(additional)
+    replication_factor = len(topic.partitions[0].replicas)
+    unfenced = image.unfenced_brokers()
+    if request.assignments is not None:
+        assignment = [_checked_assignment(image, replicas, replication_factor, current + i)
+                      for i, replicas in enumerate(request.assignments)]
+    elif replication_factor > len(unfenced):
+        raise ControllerError(
+            Errors.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {replication_factor} time(s): the target replication factor of "
+            f"{replication_factor} cannot be reached because only {len(unfenced)} broker(s) are registered and "
+            "unfenced.",
+        )
+    else:
+        assignment = assign_replicas(unfenced, additional, replication_factor, rng)
+    active = set(unfenced)
+    records = []
+    for pid, replicas in enumerate(assignment, start=current):
+        isr = tuple(r for r in replicas if r in active)
+        records.append(PartitionRecord(partition_id=pid, topic_id=topic.id, replicas=tuple(replicas), isr=isr,
+                                       leader=isr[0], leader_epoch=0, partition_epoch=0))
+    return ControllerResult(tuple(records), None)
+
+
+def _checked_assignment(image: MetadataImage, replicas: Sequence[int], replication_factor: int,
+                        partition: int) -> tuple[int, ...]:
+    """Kafka's validateManualPartitionAssignment, and that one replica is unfenced."""
+    if not replicas:
+        raise ControllerError(Errors.INVALID_REPLICA_ASSIGNMENT,
+                              "The manual partition assignment includes an empty replica list.")
+    previous = None
+    for broker_id in sorted(replicas):
+        if image.broker(broker_id) is None:
+            raise ControllerError(
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
+            )
+        if broker_id == previous:
+            raise ControllerError(
+                Errors.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {broker_id} more than once.",
+            )
+        previous = broker_id
+    if len(replicas) != replication_factor:
+        raise ControllerError(
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this is "
+            f"not consistent with previous partitions, which have {replication_factor} replica(s).",
+        )
+    if all(image.brokers[b].fenced for b in replicas):
+        raise ControllerError(
+            Errors.INVALID_REPLICA_ASSIGNMENT,
+            f"All brokers specified in the manual partition assignment for partition {partition} are fenced or in "
+            "controlled shutdown.",
+        )
+    return tuple(replicas)
+
+
+def create_partitions(
+    image: MetadataImage, requests: Sequence[NewPartitions], rng: random.Random
+) -> ControllerResult[list[None | ControllerError]]:
+    """Per topic, None (partitions added) or the ControllerError that refused it."""
+    return _each(image, requests, lambda r: r.name, lambda img, r: create_partitions_of(img, r, rng))
 
 
 # ---------------------------------------------------------------------------- brokers
@@ -344,11 +444,9 @@ def describe_configs(image: MetadataImage, resource: ConfigResource) -> Mapping[
     return image.configs_of(resource)
 
 
-def alter_configs(
-    image: MetadataImage, resource: ConfigResource, ops: Sequence[AlterConfigOp]
-) -> ControllerResult[None]:
-    """IncrementalAlterConfigs for one resource (SET, DELETE, APPEND, SUBTRACT): a
-    ConfigRecord per config whose value changes, none if a single op is invalid."""
+def _check_resource(image: MetadataImage, resource: ConfigResource) -> None:
+    """A resource whose configs may be altered: an existing topic other than the metadata
+    log, a broker id, or '' (every broker's default)."""
     if resource.type == ConfigResourceType.TOPIC:
         if resource.name == CLUSTER_METADATA_TOPIC:
             raise ControllerError(
@@ -365,12 +463,55 @@ def alter_configs(
             raise ControllerError(Errors.INVALID_REQUEST, f"Invalid broker name {resource.name!r}: a broker id or ''")
     else:
         raise ControllerError(Errors.INVALID_REQUEST, f"Unsupported resource type {resource.type!r}")
-    changes = incremental_alter(resource.type, image.configs_of(resource), ops)
-    records = tuple(
+
+
+def _config_records(resource: ConfigResource, changes: Mapping[str, str | None]) -> tuple[ConfigRecord, ...]:
+    return tuple(
         ConfigRecord(resource_type=resource.type, resource_name=resource.name, name=name, value=value)
         for name, value in changes.items()
     )
-    return ControllerResult(records, None)
+
+
+def alter_configs(
+    image: MetadataImage, resource: ConfigResource, ops: Sequence[AlterConfigOp]
+) -> ControllerResult[None]:
+    """IncrementalAlterConfigs for one resource (SET, DELETE, APPEND, SUBTRACT): a
+    ConfigRecord per config whose value changes, none if a single op is invalid."""
+    _check_resource(image, resource)
+    return ControllerResult(_config_records(resource, incremental_alter(resource.type, image.configs_of(resource), ops)),
+                            None)
+
+
+def replace_configs(
+    image: MetadataImage, resource: ConfigResource, configs: Mapping[str, str]
+) -> ControllerResult[None]:
+    """Legacy AlterConfigs for one resource: the configs become exactly `configs`, so a
+    config set before and not named is removed (Kafka's legacyAlterConfigResource); every
+    value named is validated, and one invalid value refuses the whole resource."""
+    _check_resource(image, resource)
+    check_configs(resource.type, configs)
+    current = image.configs_of(resource)
+    changes: dict[str, str | None] = {k: v for k, v in configs.items() if current.get(k) != v}
+    changes.update({k: None for k in current if k not in configs})
+    return ControllerResult(_config_records(resource, changes), None)
+
+
+_DUPLICATE_RESOURCE = "Each resource must appear at most once."
+
+
+def alter_configs_each(
+    image: MetadataImage, changes: Sequence[tuple[ConfigResource, Sequence[AlterConfigOp]]]
+) -> ControllerResult[list[None | ControllerError]]:
+    """IncrementalAlterConfigs for many resources in one operation (Kafka's controller
+    commits them as one atomic batch); per resource, None or why it was refused."""
+    return _each(image, changes, lambda c: c[0], lambda img, c: alter_configs(img, *c), _DUPLICATE_RESOURCE)
+
+
+def replace_configs_each(
+    image: MetadataImage, changes: Sequence[tuple[ConfigResource, Mapping[str, str]]]
+) -> ControllerResult[list[None | ControllerError]]:
+    """Legacy AlterConfigs for many resources in one operation, per resource as above."""
+    return _each(image, changes, lambda c: c[0], lambda img, c: replace_configs(img, *c), _DUPLICATE_RESOURCE)
 
 
 # ---------------------------------------------------------------------------- producer ids, features

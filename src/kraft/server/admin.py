@@ -1,10 +1,12 @@
-"""The admin requests the active controller serves: topics, configs, broker lifecycle.
+"""The admin requests the active controller serves: topics, partitions, configs, broker lifecycle.
 
 Each request is validated by kraft.metadata's controller against the working image (the
 committed one plus what is appended and not yet committed), its records appended through
-the Raft leader, and the answer sent only when they are committed. Not the active
-controller: NOT_CONTROLLER (clients look up the controller in Metadata and retry). The
-commit does not come within the request's timeout: REQUEST_TIMED_OUT.
+the Raft leader in one batch, and the answer sent only when they are committed. Not the
+active controller: NOT_CONTROLLER, which a node's client listener never passes on (it
+forwards the request to the active controller instead: forwarding.py). The commit does not
+come within the request's timeout (30 s for requests without one, or with 0, which Kafka's
+controller treats as no bound on the commit): REQUEST_TIMED_OUT.
 
 Brokers register (BrokerRegistration) and then heartbeat (BrokerHeartbeat). A registered
 broker starts fenced and is unfenced once its metadata cache has caught up to its own
@@ -17,9 +19,9 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kraft.controller import NotControllerError, Pending
 from kraft.metadata import ControllerError, MetadataImage
@@ -30,16 +32,19 @@ from kraft.metadata.image import ConfigResource, ConfigResourceType
 from kraft.metadata.records import BrokerEndpoint
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
+from kraft.protocol.server import Handler
 
 if TYPE_CHECKING:
     from kraft.server.node import KraftNode
 
 log = logging.getLogger("kraft.server.admin")
 
-CREATE_TOPICS, DELETE_TOPICS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 44
+CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 33, 37, 44
 BROKER_REGISTRATION, BROKER_HEARTBEAT = 62, 63
 DEFAULT_PARTITIONS = 1  # num.partitions
 DEFAULT_REPLICATION_FACTOR = 1  # default.replication.factor
+DEFAULT_TIMEOUT_MS = 30_000  # for a request without a timeout of its own (Kafka clients' request.timeout.ms)
+T = TypeVar("T")
 
 
 class Refusal(Exception):
@@ -55,6 +60,31 @@ def _code(error: ControllerError) -> ErrorCode:
     return ErrorCode(int(error.error))
 
 
+def _error_fields(outcome: Any) -> dict[str, Any]:
+    """error_code and error_message of an item's outcome: a Refusal, a ControllerError, or
+    anything else (a success)."""
+    if isinstance(outcome, Refusal):
+        return {"error_code": outcome.error, "error_message": outcome.message}
+    if isinstance(outcome, ControllerError):
+        return {"error_code": _code(outcome), "error_message": outcome.message}
+    return {"error_code": ErrorCode.none, "error_message": None}
+
+
+def request_timeout_ms(request: Any) -> float:
+    """The request's own timeout, if it has one above 0; else DEFAULT_TIMEOUT_MS. Kafka's
+    controller bounds only the wait to start an operation by it, never the commit, so
+    confluent-kafka's default operation_timeout of 0 still creates the topic; here the
+    commit is waited for, up to the default."""
+    timeout = getattr(request, "timeout", None)
+    ms = timeout.total_seconds() * 1000 if isinstance(timeout, timedelta) else 0
+    return ms if ms > 0 else DEFAULT_TIMEOUT_MS
+
+
+def _resource(resource_type: int, name: str) -> ConfigResource:
+    """The resource a request names; ValueError for a type Kafka does not define."""
+    return ConfigResource(ConfigResourceType(resource_type), name)
+
+
 class AdminApi:
     def __init__(self, node: "KraftNode") -> None:
         self.node = node
@@ -62,16 +92,30 @@ class AdminApi:
         self._heartbeats: dict[int, float] = {}  # broker id -> monotonic time of its last heartbeat
         self._active_epoch = -1
         self._expiry_task: asyncio.Task | None = None
+        # The writes Kafka forwards from brokers to the controller: api key -> (versions, local handler, and
+        # the answer refusing every item of a request with one error).
+        self.forwardable: dict[int, tuple[int, int, Handler, Callable[[Any, Any, ErrorCode, str], Any]]] = {
+            CREATE_TOPICS: (2, 7, self.create_topics, self._create_topics_answer),
+            DELETE_TOPICS: (1, 6, self.delete_topics, self._delete_topics_answer),
+            ALTER_CONFIGS: (0, 2, self.alter_configs, self._alter_configs_answer),
+            CREATE_PARTITIONS: (0, 3, self.create_partitions, self._create_partitions_answer),
+            INCREMENTAL_ALTER_CONFIGS: (0, 1, self.incremental_alter_configs, self._alter_configs_answer),
+        }
 
     def register(self, server: KafkaServer) -> None:
-        server.register(CREATE_TOPICS, 2, 7, self.create_topics)
-        server.register(DELETE_TOPICS, 1, 6, self.delete_topics)
-        server.register(INCREMENTAL_ALTER_CONFIGS, 0, 1, self.incremental_alter_configs)
-        self.register_broker_apis(server)
+        """The forwardable writes, answered here: on the controller listener, where Kafka's
+        controllers serve them to admin clients that bootstrap from controllers (KIP-919)."""
+        for key, (low, high, handler, _) in self.forwardable.items():
+            server.register(key, low, high, handler)
 
     def register_broker_apis(self, server: KafkaServer) -> None:
         server.register(BROKER_REGISTRATION, 0, 3, self.broker_registration)
         server.register(BROKER_HEARTBEAT, 0, 1, self.broker_heartbeat)
+
+    def refusal(self, header: Any, request: Any, error: ErrorCode, message: str) -> Any:
+        """The request's answer with every item refused by `error` (a forwarded request that
+        could not reach the controller in time)."""
+        return self.forwardable[header.request_api_key][3](header, request, error, message)
 
     def start(self) -> None:
         self._expiry_task = asyncio.create_task(self._expire_sessions())
@@ -113,10 +157,28 @@ class AdminApi:
             return self._validate_only(operation)
         return await self._committed(self._submit(operation), timeout_ms)
 
+    async def _per_item(self, wanted: Sequence[T | Refusal],
+                        operation: Callable[[MetadataImage, list[T]], ControllerResult[list[Any]]],
+                        timeout_ms: float, validate_only: bool = False) -> list[Any]:
+        """Each item's outcome: the Refusals given, and for the rest what one operation over
+        all of them answers per item; a failure of the whole operation (too many records,
+        leadership lost, no commit in time) is every such item's."""
+        items = [w for w in wanted if not isinstance(w, Refusal)]
+        outcomes: list[Any]
+        try:
+            outcomes = await self._run(lambda im: operation(im, items), timeout_ms, validate_only)
+        except ControllerError as e:
+            outcomes = [e] * len(items)
+        except NotControllerError as e:
+            outcomes = [Refusal(ErrorCode.not_controller, str(e))] * len(items)
+        except TimeoutError:
+            outcomes = [Refusal(ErrorCode.request_timed_out, "the records were not committed in time")] * len(items)
+        given = iter(outcomes)
+        return [w if isinstance(w, Refusal) else next(given) for w in wanted]
+
     # ---------------------------------------------------------------- topics
 
     async def create_topics(self, header: Any, request: Any) -> Any:
-        version = header.request_api_version
         wanted: list[ctl.NewTopic | Refusal] = []
         for t in request.topics:
             if t.assignments:
@@ -128,92 +190,123 @@ class AdminApi:
                 DEFAULT_REPLICATION_FACTOR if t.replication_factor == -1 else t.replication_factor,
                 {c.name: c.value for c in t.configs},  # a null value is the controller's INVALID_CONFIG
             ))
-        topics = [w for w in wanted if isinstance(w, ctl.NewTopic)]
-        outcomes: list[Any]
-        try:
-            created = await self._run(lambda im: ctl.create_topics(im, topics, self.rng),
-                                      request.timeout.total_seconds() * 1000, request.validate_only)
-            results = iter(created)
-            outcomes = [w if isinstance(w, Refusal) else next(results) for w in wanted]
-        except ControllerError as e:  # the request as a whole (too many records for one operation)
-            outcomes = [e] * len(wanted)
-        except NotControllerError as e:
-            outcomes = [Refusal(ErrorCode.not_controller, str(e))] * len(wanted)
-        except TimeoutError:
-            outcomes = [Refusal(ErrorCode.request_timed_out, "the records were not committed in time")] * len(wanted)
+        outcomes = await self._per_item(wanted, lambda im, topics: ctl.create_topics(im, topics, self.rng),
+                                        request_timeout_ms(request), request.validate_only)
+        return self._create_topics_response(header, request, outcomes)
+
+    @staticmethod
+    def _create_topics_response(header: Any, request: Any, outcomes: Sequence[Any]) -> Any:
         entries = []
         for t, outcome in zip(request.topics, outcomes, strict=True):
-            entry: dict[str, Any] = {"name": t.name, "topic_id": None, "error_code": ErrorCode.none,
-                                     "error_message": None, "configs": None}
-            if isinstance(outcome, Refusal | ControllerError):
-                entry["error_code"] = outcome.error if isinstance(outcome, Refusal) else _code(outcome)
-                entry["error_message"] = outcome.message
-            else:
+            entry: dict[str, Any] = {"name": t.name, "topic_id": None, "configs": None, **_error_fields(outcome)}
+            if isinstance(outcome, ctl.CreatedTopic):
                 entry["topic_id"] = uuid.UUID(bytes=outcome.topic_id)
                 entry["num_partitions"] = len(outcome.assignment)
                 entry["replication_factor"] = len(outcome.assignment[0]) if outcome.assignment else -1
                 entry["configs"] = []
             entries.append(entry)
-        return build_response(CREATE_TOPICS, version, {"throttle_time": timedelta(0), "topics": entries})
+        return build_response(CREATE_TOPICS, header.request_api_version,
+                              {"throttle_time": timedelta(0), "topics": entries})
+
+    def _create_topics_answer(self, header: Any, request: Any, error: ErrorCode, message: str) -> Any:
+        return self._create_topics_response(header, request, [Refusal(error, message)] * len(request.topics))
 
     async def delete_topics(self, header: Any, request: Any) -> Any:
-        version = header.request_api_version
-        if version >= 6:
-            names = []
-            for t in request.topics:
-                name = t.name
-                if name is None and t.topic_id is not None:
-                    topic = self.node.controller.working_image.topics_by_id.get(t.topic_id.bytes)
-                    name = topic.name if topic is not None else f"<unknown id {t.topic_id}>"
-                names.append(name)
-        else:
-            names = list(request.topic_names)
-        try:
-            outcomes: list[Any] = await self._run(lambda im: ctl.delete_topics(im, names),
-                                                  request.timeout.total_seconds() * 1000)
-        except ControllerError as e:  # the request as a whole (too many records for one operation)
-            outcomes = [e] * len(names)
-        except NotControllerError as e:
-            outcomes = [Refusal(ErrorCode.not_controller, str(e))] * len(names)
-        except TimeoutError:
-            outcomes = [Refusal(ErrorCode.request_timed_out, "the records were not committed in time")] * len(names)
+        names = self._deleted_names(header, request)
+        outcomes = await self._per_item(names, ctl.delete_topics, request_timeout_ms(request))
+        return self._delete_topics_response(header, names, outcomes)
+
+    def _deleted_names(self, header: Any, request: Any) -> list[str]:
+        if header.request_api_version < 6:
+            return list(request.topic_names)
+        names = []
+        for t in request.topics:
+            name = t.name
+            if name is None and t.topic_id is not None:
+                topic = self.node.controller.working_image.topics_by_id.get(t.topic_id.bytes)
+                name = topic.name if topic is not None else f"<unknown id {t.topic_id}>"
+            names.append(name)
+        return names
+
+    @staticmethod
+    def _delete_topics_response(header: Any, names: Sequence[str], outcomes: Sequence[Any]) -> Any:
         entries = []
         for name, outcome in zip(names, outcomes, strict=True):
-            entry: dict[str, Any] = {"name": name, "topic_id": None, "error_code": ErrorCode.none, "error_message": None}
-            if isinstance(outcome, bytes):
-                entry["topic_id"] = uuid.UUID(bytes=outcome)
-            else:
-                entry["error_code"] = outcome.error if isinstance(outcome, Refusal) else _code(outcome)
-                entry["error_message"] = outcome.message
-            entries.append(entry)
-        return build_response(DELETE_TOPICS, version, {"throttle_time": timedelta(0), "responses": entries})
+            topic_id = uuid.UUID(bytes=outcome) if isinstance(outcome, bytes) else None
+            entries.append({"name": name, "topic_id": topic_id, **_error_fields(outcome)})
+        return build_response(DELETE_TOPICS, header.request_api_version,
+                              {"throttle_time": timedelta(0), "responses": entries})
+
+    def _delete_topics_answer(self, header: Any, request: Any, error: ErrorCode, message: str) -> Any:
+        names = self._deleted_names(header, request)
+        return self._delete_topics_response(header, names, [Refusal(error, message)] * len(names))
+
+    async def create_partitions(self, header: Any, request: Any) -> Any:
+        wanted = [
+            ctl.NewPartitions(t.name, t.count,
+                              None if t.assignments is None else tuple(tuple(a.broker_ids) for a in t.assignments))
+            for t in request.topics
+        ]
+        outcomes = await self._per_item(wanted, lambda im, new: ctl.create_partitions(im, new, self.rng),
+                                        request_timeout_ms(request), request.validate_only)
+        return self._create_partitions_response(header, request, outcomes)
+
+    @staticmethod
+    def _create_partitions_response(header: Any, request: Any, outcomes: Sequence[Any]) -> Any:
+        results = [{"name": t.name, **_error_fields(outcome)}
+                   for t, outcome in zip(request.topics, outcomes, strict=True)]
+        return build_response(CREATE_PARTITIONS, header.request_api_version,
+                              {"throttle_time": timedelta(0), "results": results})
+
+    def _create_partitions_answer(self, header: Any, request: Any, error: ErrorCode, message: str) -> Any:
+        return self._create_partitions_response(header, request, [Refusal(error, message)] * len(request.topics))
 
     # ---------------------------------------------------------------- configs
 
     async def incremental_alter_configs(self, header: Any, request: Any) -> Any:
-        entries = []
-        for resource in request.resources:
-            entry = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
-                     "error_code": ErrorCode.none, "error_message": None}
+        """IncrementalAlterConfigs: every resource in one operation, answered per resource."""
+        wanted: list[tuple[ConfigResource, list[AlterConfigOp]] | Refusal] = []
+        for r in request.resources:
             try:
-                target = ConfigResource(ConfigResourceType(resource.resource_type), resource.resource_name)
-                ops = [AlterConfigOp(c.name, OpType(c.config_operation), c.value) for c in resource.configs]
+                ops = [AlterConfigOp(c.name, OpType(c.config_operation), c.value) for c in r.configs]
+                wanted.append((_resource(r.resource_type, r.resource_name), ops))
             except ValueError as e:
-                entry.update(error_code=ErrorCode.invalid_request, error_message=str(e))
-                entries.append(entry)
-                continue
-            try:
-                await self._run(lambda im, target=target, ops=ops: ctl.alter_configs(im, target, ops), 30_000,
-                                request.validate_only)
-            except ControllerError as e:
-                entry.update(error_code=_code(e), error_message=e.message)
-            except NotControllerError as e:
-                entry.update(error_code=ErrorCode.not_controller, error_message=str(e))
-            except TimeoutError:
-                entry.update(error_code=ErrorCode.request_timed_out, error_message="not committed in time")
-            entries.append(entry)
-        return build_response(INCREMENTAL_ALTER_CONFIGS, header.request_api_version,
+                wanted.append(Refusal(ErrorCode.invalid_request, str(e)))
+        outcomes = await self._per_item(wanted, ctl.alter_configs_each, request_timeout_ms(request),
+                                        request.validate_only)
+        return self._alter_configs_response(header, request, outcomes)
+
+    async def alter_configs(self, header: Any, request: Any) -> Any:
+        """Legacy AlterConfigs: each resource's configs become exactly those named (Kafka's
+        whole-set semantics: a config not named is removed). A null value is refused as
+        Kafka's broker refuses it, before the controller sees the request."""
+        wanted: list[tuple[ConfigResource, dict[str, str]] | Refusal] = []
+        for r in request.resources:
+            names = [c.name for c in r.configs]
+            nulls = [c.name for c in r.configs if c.value is None]
+            if len(set(names)) != len(names):
+                wanted.append(Refusal(ErrorCode.invalid_request, "Error due to duplicate config keys"))
+            elif nulls:
+                wanted.append(Refusal(ErrorCode.invalid_request, f"Null value not supported for : {', '.join(nulls)}"))
+            else:
+                try:
+                    wanted.append((_resource(r.resource_type, r.resource_name), {c.name: c.value for c in r.configs}))
+                except ValueError:
+                    wanted.append(Refusal(ErrorCode.invalid_request, f"Unknown resource type {r.resource_type}"))
+        outcomes = await self._per_item(wanted, ctl.replace_configs_each, request_timeout_ms(request),
+                                        request.validate_only)
+        return self._alter_configs_response(header, request, outcomes)
+
+    @staticmethod
+    def _alter_configs_response(header: Any, request: Any, outcomes: Sequence[Any]) -> Any:
+        """AlterConfigs' and IncrementalAlterConfigs' answers have the same fields."""
+        entries = [{"resource_type": r.resource_type, "resource_name": r.resource_name, **_error_fields(outcome)}
+                   for r, outcome in zip(request.resources, outcomes, strict=True)]
+        return build_response(header.request_api_key, header.request_api_version,
                               {"throttle_time": timedelta(0), "responses": entries})
+
+    def _alter_configs_answer(self, header: Any, request: Any, error: ErrorCode, message: str) -> Any:
+        return self._alter_configs_response(header, request, [Refusal(error, message)] * len(request.resources))
 
     # ---------------------------------------------------------------- brokers
 

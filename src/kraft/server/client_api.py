@@ -1,8 +1,9 @@
 """The client listener: what Kafka clients and kraft's tools ask a node.
 
 DescribeQuorum is answered by the core (the leader knows every replica's state); the admin
-requests by the active controller (admin.py); consumers' reads of the metadata log by
-client_reads.py; this node's own broker registration and heartbeats run from broker.py.
+writes by the active controller (admin.py), to which any other node forwards them
+(forwarding.py); consumers' reads of the metadata log by client_reads.py, and configs by
+describe_configs.py; this node's own broker registration and heartbeats run from broker.py.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,8 @@ from kraft.protocol import KafkaServer
 from kraft.server.admin import AdminApi
 from kraft.server.broker import BrokerLifecycle
 from kraft.server.client_reads import ClientReads
+from kraft.server.describe_configs import DescribeConfigs
+from kraft.server.forwarding import Forwarding
 
 if TYPE_CHECKING:
     from kraft.server.node import KraftNode
@@ -21,16 +24,22 @@ class ClientApi:
         self.node = node
         self.admin = AdminApi(node)
         self.reads = ClientReads(node)
+        self.configs = DescribeConfigs(node)
+        self.forwarding = Forwarding(node, self.admin)
         self.broker = BrokerLifecycle(node) if node.config.is_broker else None
 
     def register(self, server: KafkaServer) -> None:
         server.register(55, 1, 1, self.describe_quorum)
-        self.admin.register(server)
+        self.forwarding.register(server)
         self.reads.register(server)
+        self.configs.register(server)
 
     def register_controller_apis(self, server: KafkaServer) -> None:
-        """APIs a broker sends to the controller listener (registration, heartbeats)."""
+        """APIs other nodes send to the controller listener: registration, heartbeats and
+        forwarded admin writes (Envelope); and the admin writes themselves (KIP-919)."""
         self.admin.register_broker_apis(server)
+        self.admin.register(server)
+        self.forwarding.register_controller(server)
 
     def start(self) -> None:
         self.admin.start()
@@ -39,6 +48,7 @@ class ClientApi:
 
     async def stop(self) -> None:
         self.admin.stop()
+        self.forwarding.close()
         if self.broker is not None:
             await self.broker.stop()
 

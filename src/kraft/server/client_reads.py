@@ -20,18 +20,15 @@ listener, and on this one every fetcher is a consumer (it never moves the high w
 
 Writes are refused with a reason: Produce (registered so that ApiVersions advertises
 Produce v3+, without which librdkafka does not fetch message format v2) and DeleteRecords
-(KIP-630: the metadata log is trimmed by snapshots only). DescribeConfigs shows a topic's
-or broker's dynamic configs from the image, and `cleanup.policy=snapshot` for the log.
+(KIP-630: the metadata log is trimmed by snapshots only).
 """
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from kraft.metadata.configs import BROKER_CONFIGS, CLUSTER_METADATA_CONFIGS, TOPIC_CONFIGS, ConfigDef
-from kraft.metadata.image import BrokerRegistration, ConfigResource, ConfigResourceType, MetadataImage, TopicImage
+from kraft.metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from kraft.protocol import ErrorCode, InvalidRequestError, KafkaServer
 from kraft.protocol.build import build_response
 from kraft.raft import RaftCore
@@ -43,7 +40,7 @@ if TYPE_CHECKING:
     from kraft.server.node import KraftNode
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_CONFIGS = 21, 23, 32
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
 
 # ListOffsets' special timestamps.
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
@@ -54,18 +51,6 @@ SCAN_BYTES = 16 << 20  # bytes of batches a ListOffsets search reads per step
 _LEADERSHIP_ERRORS = (
     ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
 )
-
-# Kafka's DescribeConfigs codes: ConfigSource and ConfigType.
-_DYNAMIC_TOPIC, _DYNAMIC_BROKER, _DYNAMIC_DEFAULT_BROKER, _DEFAULT = 1, 2, 3, 5
-_CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
-
-
-class _Configs(NamedTuple):
-    values: Mapping[str, str]
-    read_only: bool
-    source: int  # a ConfigSource code
-    definitions: Mapping[str, ConfigDef]
-
 
 class ClientReads:
     def __init__(self, node: "KraftNode") -> None:
@@ -81,7 +66,6 @@ class ClientReads:
         server.register(METADATA, 0, 13, self.metadata)
         server.register(DELETE_RECORDS, 0, 2, self.delete_records)
         server.register(OFFSET_FOR_LEADER_EPOCH, 2, 4, self.offset_for_leader_epoch)
-        server.register(DESCRIBE_CONFIGS, 1, 4, self.describe_configs)
 
     @property
     def core(self) -> RaftCore:
@@ -247,8 +231,14 @@ class ClientReads:
         return self._image_topic(topic, listener)
 
     async def metadata(self, header: Any, request: Any) -> Any:
-        """Brokers, the controller (the Raft leader) and topics; topics are looked up by
-        name, or by id (v12+) when the name is null. No topic is created automatically."""
+        """Brokers, a controller and topics; topics are looked up by name, or by id (v12+)
+        when the name is null. No topic is created automatically.
+
+        The controller named is this node, as Kafka's KRaft brokers name some live broker
+        rather than the active controller (KIP-590): every node serves the admin writes,
+        forwarding them to the active controller, so a client's admin requests go to the
+        node it already reaches, and a leadership change is the node's to follow, not the
+        client's (no NOT_CONTROLLER, no new Metadata round)."""
         version = header.request_api_version
         listener = self.node.config.client_listener
         assert listener is not None
@@ -265,12 +255,13 @@ class ClientReads:
                 )
             topics = [self._requested_topic(t.name, getattr(t, "topic_id", None), listener.name)
                       for t in request.topics]
-        leader = self.core.leader_id
+        brokers = self._brokers()
+        me = self.node.node_id
         return build_response(METADATA, version, {
             "throttle_time": timedelta(0),
-            "brokers": list(self._brokers().values()),
+            "brokers": list(brokers.values()),
             "cluster_id": self.node.cluster_id,
-            "controller_id": leader if leader is not None else NO_LEADER,
+            "controller_id": me if me in brokers else NO_LEADER,
             "topics": topics,
             "error_code": ErrorCode.none,
         })
@@ -506,54 +497,12 @@ class ClientReads:
         return build_response(DELETE_RECORDS, header.request_api_version,
                               {"throttle_time": timedelta(0), "topics": topics})
 
-    # ---------------------------------------------------------------- DescribeConfigs
-
-    def _configs_of(self, resource_type: int, name: str) -> _Configs | str:
-        """A resource's configs, or why it has none. Only configs set dynamically are
-        listed (and the log's fixed cleanup.policy), not every default."""
-        if resource_type == ConfigResourceType.TOPIC:
-            if name == METADATA_TOPIC:
-                return _Configs(CLUSTER_METADATA_CONFIGS, True, _DEFAULT, TOPIC_CONFIGS)
-            if self.image.topic(name) is None:
-                return f"unknown topic {name}"
-            values = self.image.configs_of(ConfigResource(ConfigResourceType.TOPIC, name))
-            return _Configs(values, False, _DYNAMIC_TOPIC, TOPIC_CONFIGS)
-        if resource_type == ConfigResourceType.BROKER:
-            values = self.image.configs_of(ConfigResource(ConfigResourceType.BROKER, name))
-            return _Configs(values, False, _DYNAMIC_BROKER if name else _DYNAMIC_DEFAULT_BROKER, BROKER_CONFIGS)
-        return f"resource type {resource_type} is not supported (topics: 2, brokers: 4)"
-
-    async def describe_configs(self, header: Any, request: Any) -> Any:
-        results = []
-        for r in request.resources:
-            entry: dict[str, Any] = {"error_code": ErrorCode.none, "error_message": None,
-                                     "resource_type": r.resource_type, "resource_name": r.resource_name, "configs": []}
-            found = self._configs_of(r.resource_type, r.resource_name)
-            if isinstance(found, str):
-                unknown = r.resource_type == ConfigResourceType.TOPIC
-                entry.update(error_code=ErrorCode.unknown_topic_or_partition if unknown else ErrorCode.invalid_request,
-                             error_message=found)
-            else:
-                entry["configs"] = [
-                    {"name": key, "value": found.values[key], "read_only": found.read_only,
-                     "config_source": found.source, "is_sensitive": False, "synonyms": [], "documentation": None,
-                     "config_type": _CONFIG_TYPES[found.definitions[key].type] if key in found.definitions else 0}
-                    for key in _selected(found.values, r.configuration_keys)
-                ]
-            results.append(entry)
-        return build_response(DESCRIBE_CONFIGS, header.request_api_version,
-                              {"throttle_time": timedelta(0), "results": results})
-
 
 def _session_error(request: Any) -> ErrorCode:
     """No fetch sessions are made here (KIP-227): a request must be a sessionless full one."""
     if request.session_id != 0:
         return ErrorCode.fetch_session_id_not_found
     return ErrorCode.none if request.session_epoch in (0, -1) else ErrorCode.invalid_fetch_session_epoch
-
-
-def _selected(values: Mapping[str, str], keys: Iterable[str] | None) -> list[str]:
-    return sorted(values.keys()) if keys is None else sorted(k for k in set(keys) if k in values)
 
 
 def _scan(region: FileRegion, target: int | None) -> BatchHeader | None:

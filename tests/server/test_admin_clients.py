@@ -100,20 +100,18 @@ def admins(tmp_path_factory) -> Any:
     })
     c.start()
     try:
-        leader_id, _ = leader(c)
-        follower = next(n for n in c.voter_ids if n != leader_id)
-        a = Admins(c, leader_id, follower, 4)
         for node in c.nodes:
             wait_for(lambda node=node: brokers(c, node) == {1, 2, 3, 4}, timeout=60,
                      what=f"node {node} to list every broker")
-        default = ask(c, follower, 44, 1, {"validate_only": False, "resources": [{
+        default = ask(c, 4, 44, 1, {"validate_only": False, "resources": [{
             "resource_type": BROKER, "resource_name": "",
             "configs": [{"name": "log.retention.bytes", "config_operation": 0, "value": RETENTION_BYTES}]}]})
         assert default.responses[0].error_code == ErrorCode.none
         for node in c.nodes:
             wait_for(lambda node=node: described(c, node, BROKER, "").get("log.retention.bytes") is not None,
                      timeout=60, what=f"node {node} to apply the default broker config")
-        yield a
+        leader_id, _ = leader(c)  # settled by now (a second election can follow the first at once)
+        yield Admins(c, leader_id, next(n for n in c.voter_ids if n != leader_id), 4)
     finally:
         c.stop()
 

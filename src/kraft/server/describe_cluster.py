@@ -33,9 +33,13 @@ class DescribeCluster:
         node = self.node
         core = node.core
         endpoint_type = getattr(request, "endpoint_type", BROKERS)
+        # Asked for brokers, the controller is this node, as in Metadata (Kafka's KRaft brokers
+        # name a live broker: each takes admin writes and forwards them). Asked for
+        # controllers (KIP-919), it is the active one.
+        leader = -1 if core is None or core.leader_id is None else core.leader_id
         answer: dict[str, Any] = {"throttle_time": timedelta(0), "error_code": ErrorCode.none, "error_message": None,
                                   "cluster_id": node.cluster_id, "cluster_authorized_operations": _NO_OPERATIONS,
-                                  "controller_id": -1 if core is None or core.leader_id is None else core.leader_id}
+                                  "controller_id": leader if endpoint_type == CONTROLLERS else node.node_id}
         if version >= 1:
             answer["endpoint_type"] = endpoint_type
         if endpoint_type == CONTROLLERS:

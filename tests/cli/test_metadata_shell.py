@@ -212,17 +212,18 @@ def test_a_batch_that_does_not_apply_is_skipped_and_counted(tmp_path):
     assert "1 log batch(es) do not apply to the image and were skipped" in out.stderr
 
 
-def test_inside_a_transaction_a_batch_that_does_not_apply_stops_the_load(tmp_path):
+def test_a_transaction_that_does_not_apply_is_skipped_whole_with_the_batch_that_ends_it(tmp_path):
     builder = LogBuilder()
     cluster_log(builder)
     builder.records([r.BeginTransactionRecord()], epoch=2)
     builder.records([r.TopicRecord(name="half", topic_id=bytes(range(16))),
                      r.PartitionChangeRecord(partition_id=0, topic_id=bytes(16), leader=1)], epoch=2)
-    segment = builder.write(tmp_path / "00000000000000000000.log")
+    builder.records([r.EndTransactionRecord()], epoch=2)
+    builder.records([r.TopicRecord(name="after", topic_id=bytes(range(1, 17)))], epoch=2)
+    builder.write(tmp_path / "00000000000000000000.log")
     out = shell("--dir", str(tmp_path), "ls", "/image/topics/byName")
-    assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.splitlines()[-1].startswith(
-        f"kraft metadata-shell: {segment}: the batch at offsets 57..58, inside a transaction, does not apply")
+    assert out.returncode == 0 and out.stdout.split() == ["after", "audit", "orders"]
+    assert "skipped the batch at offsets 59..59" in out.stderr and "record at offset 58" in out.stderr
 
 
 @pytest.mark.parametrize("glob, matches, misses", [

@@ -12,8 +12,9 @@ A tool must show what it can, so unlike a replica (which stops, as Kafka's loade
 * a record that does not decode (a type or version newer than kraft, or a damaged value)
   is left out of the image, as if it were a NoOpRecord, and reported on stderr;
 * a log batch that does not apply to the image before it (a record that contradicts it) is
-  skipped whole and reported; inside a transaction it stops the load instead, since the
-  cache's open transaction keeps the records the batch replayed before the one that failed.
+  skipped whole and reported; a transaction's records are checked at its end, so a
+  transaction that does not apply is dropped whole with the batch that ends it, as if it
+  had been aborted.
 
 Both are counted and the counts printed once the image is loaded. Bytes that are not a log
 (a bad CRC, a torn or malformed batch, a snapshot that does not validate) stop the load with
@@ -112,13 +113,11 @@ class ImageLoader:
                     self.cache.advance(**where)
                 else:
                     records = RecordBatch(h, os.pread(fd, h.size, h.position)).records()
-                    in_transaction = self.cache.in_transaction
                     try:
                         self.cache.apply_batch(self._decodable(records, segment), **where)
                     except ReplayError as e:
-                        if in_transaction:  # the open transaction holds part of the batch: it cannot be left out
-                            raise LoadError(f"{segment}: the batch at offsets {h.base_offset}..{h.last_offset}, "
-                                            f"inside a transaction, does not apply: {e}") from None
+                        if self.cache.in_transaction:
+                            self.cache.drop_transaction()
                         self.skipped += 1
                         self._warn(self.skipped, f"{segment}: skipped the batch at offsets {h.base_offset}.."
                                                  f"{h.last_offset}: {e}")

@@ -76,6 +76,11 @@ class MetadataCache:
     def in_transaction(self) -> bool:
         return self._transaction is not None
 
+    def drop_transaction(self) -> None:
+        """Forgets an open transaction's records, as an AbortTransactionRecord would: for a
+        tool that skips a batch the transaction could not apply and reads on."""
+        self._transaction = None
+
     def _check_next(self, base_offset: int, last_offset: int) -> None:
         expected = self._next_offset
         if base_offset != expected or last_offset < base_offset:

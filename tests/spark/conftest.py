@@ -1,5 +1,6 @@
 import pytest
 
+from tests.spark.kafka_logs import kafka_log
 from tests.spark.logs import metadata_log, record_log
 
 
@@ -24,3 +25,15 @@ def records(tmp_path_factory):
 def metadata(tmp_path_factory):
     """A metadata log with a snapshot in the middle (read-only for the tests)."""
     return metadata_log(tmp_path_factory.mktemp("metadata"))
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory):
+    """A Kafka-shaped metadata.log.dir: every record type, transactions, a snapshot (read-only)."""
+    return kafka_log(tmp_path_factory.mktemp("kafka") / "metadata")
+
+
+@pytest.fixture(scope="session")
+def kafka_unknown(tmp_path_factory):
+    """The same log ending with values kraft cannot decode (read-only)."""
+    return kafka_log(tmp_path_factory.mktemp("kafka-unknown") / "metadata", unknown=True)

@@ -131,6 +131,7 @@ class MetadataLog:
     path: Path
     segment_bytes: int = 600
     images: dict[int, MetadataImage] = field(default_factory=dict)
+    timestamp: int = T0  # of the batches written next
 
     def __post_init__(self) -> None:
         self.log = FileLog(self.path, segment_bytes=self.segment_bytes)
@@ -148,7 +149,8 @@ class MetadataLog:
 
     def commit(self, result: ControllerResult) -> object:
         if result.records:
-            batch = build_batch([SimpleRecord(None, encode_record(r)) for r in result.records], timestamp=T0)
+            batch = build_batch([SimpleRecord(None, encode_record(r)) for r in result.records],
+                                timestamp=self.timestamp)
             info = self.log.append_as_leader(batch, self.epoch)
             self._applied(result.records, info.last_offset)
         return result.response

@@ -1,14 +1,18 @@
 """spark.read.format("kraft-files") in a real local[2] Spark over real directories."""
 
+import pickle
 import shutil
 
 import pytest
 from pyspark.errors import PySparkException
 
-from kraft.metadata import apply_records, decode_record, image_from_records
+from kraft.metadata import apply_records, decode_record, image_from_records, snapshot_records
 from kraft.records import HEADER_SIZE, SimpleRecord, build_batch
 from kraft.spark import RECORD_SCHEMA
-from kraft.storage import FileLog
+from kraft.spark.files import KraftFilesDataSource
+from kraft.spark.metadata_view import KraftMetadataDataSource
+from kraft.storage import FileLog, FileSnapshotStore, SnapshotId
+from tests.spark.kafka_logs import check_history
 from tests.spark.logs import check_rows, record_log, undecodable_batch
 
 
@@ -98,3 +102,50 @@ def test_a_view_ends_at_a_batch_boundary(spark, records):
     with pytest.raises(PySparkException) as e:
         read(spark, records.path, endingOffsets=str(base + 1)).collect()
     assert f"end offset {base + 1} falls inside the batch at offsets {base}..{next_base - 1}" in str(e.value)
+
+
+def test_earliest_starts_with_the_snapshot_that_ends_where_the_log_starts(spark, metadata, tmp_path):
+    """A log cut at a snapshot (Kafka deletes segments below its oldest snapshot): the state
+    below the log start is only in that snapshot, so "earliest" reads it first."""
+    path = tmp_path / metadata.path.name
+    shutil.copytree(metadata.path, path)
+    for snapshot in path.glob("*.checkpoint"):
+        snapshot.unlink()
+    segments = sorted(path.glob("*.log"))
+    start = int(segments[2].stem)
+    for segment in segments[:2]:
+        segment.unlink()
+    assert read(spark, path).select("offset").first().offset == start  # no snapshot: the log alone
+    image = metadata.images[start]
+    with FileSnapshotStore(path).create_writer(SnapshotId(start, image.epoch), 0) as writer:
+        writer.append(list(snapshot_records(image)))
+        writer.freeze()
+    rows = read(spark, path).collect()
+    state = [r for r in rows if r.offset < start]
+    assert {(r.offset, r.leaderEpoch) for r in state} == {(start - 1, image.epoch)}
+    assert len(state) == image.record_count() and [r.offset for r in rows[len(state):]] == list(
+        range(start, max(metadata.images)))
+    rebuilt = image_from_records((decode_record(r.value) for r in state), offset=start - 1, epoch=image.epoch)
+    data = [decode_record(r.value) for r in rows[len(state):] if not r.isControl]
+    assert apply_records(rebuilt, data, offset=metadata.image.offset, epoch=metadata.image.epoch) == metadata.image
+
+
+def test_a_metadata_log_dir_reads_as_its_partition_directory(spark, kafka):
+    assert read(spark, kafka.root).collect() == read(spark, kafka.path).collect()
+
+
+@pytest.mark.parametrize("source, options", [(KraftFilesDataSource, {"decode": "metadata"}),
+                                             (KraftMetadataDataSource, {"table": "topics"})])
+def test_a_relative_path_is_resolved_where_the_reader_is_made(kafka, tmp_path, monkeypatch, source, options):
+    """Spark makes a reader on the driver and pickles it to executors, which on a cluster
+    run in another working directory: a path relative to the driver's must not reach them."""
+    monkeypatch.chdir(kafka.root.parent)
+    data_source = source({"path": kafka.root.name, **options})
+    reader = data_source.reader(data_source.schema())
+    shipped, partitions = pickle.loads(pickle.dumps((reader, reader.partitions())))
+    monkeypatch.chdir(tmp_path)  # an executor's working directory
+    rows = [row for p in partitions for batch in shipped.read(p) for row in batch.to_pylist()]
+    if source is KraftFilesDataSource:
+        check_history(rows, kafka.rows)
+    else:
+        assert sorted(r["name"] for r in rows) == ["orders", "payments"]

@@ -10,7 +10,10 @@ import pytest
 from kraft.cli.cluster_client import leader
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer, ConsumerRecord, TopicPartition
+from kraft.metadata import decode_record
+from kraft.records.control import ControlType, parse_control_key
 from kraft.spark import RECORD_SCHEMA
+from kraft.spark.history import HISTORY_SCHEMA, type_name
 from kraft.spark.live import DataLossError, OffsetRange, read_range
 from tests.server.cluster_helpers import back_up_a_snapshot, create_topics, kraft_cli, wait_for
 
@@ -269,3 +272,38 @@ def test_a_running_stream_goes_on_from_the_divergence_when_the_cluster_is_restor
         if query is not None and query.isActive:
             query.stop()
         cluster.stop()
+
+
+def history_reference(records: list[ConsumerRecord]) -> list[tuple]:
+    """(offset, epoch, type) of committed records, typed by kraft's own decoders."""
+    out = []
+    for r in records:
+        kind = ControlType(parse_control_key(r.key)).name if r.is_control else type_name(type(decode_record(r.value)))
+        out.append((r.offset, r.leader_epoch, kind))
+    return out
+
+
+def history_rows(df) -> list[tuple]:
+    return [(r.offset, r.leaderEpoch, r.type, r.topic, r.partition) for r in df.orderBy("offset").collect()]
+
+
+def test_the_decoded_history_of_a_live_cluster_names_topics_in_every_task(spark, cluster):
+    hw = Consumer(cluster.bootstrap_servers()).end_offsets([TP])[TP].offset
+    df = read(spark, cluster, decode="metadata", endingOffsets=offsets_json(hw), maxRecordsPerPartition=10)
+    assert df.schema == HISTORY_SCHEMA and df.rdd.getNumPartitions() > 3
+    rows = history_rows(df)
+    assert [r[:3] for r in rows] == history_reference(committed(cluster, hw))
+    created = {r[3] for r in rows if r[2] == "PARTITION_RECORD"}
+    assert created >= {f"{t}-{i}" for t in "ab" for i in range(8)}  # each named, whichever task read it
+    assert None not in created
+    topic = df.where("type = 'TOPIC_RECORD' AND topic = 'b-3'").first()
+    assert json.loads(topic.fields) == {"name": "b-3", "topicId": topic.topicId}
+    assert {r[2] for r in rows} >= {"LEADER_CHANGE", "REGISTER_BROKER_RECORD", "FEATURE_LEVEL_RECORD", "TOPIC_RECORD"}
+
+
+def test_a_stream_of_the_decoded_history_is_the_batch_history(spark, cluster, tmp_path):
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+    end = end_of(stream(spark, cluster, sink, checkpoint, maxOffsetsPerTrigger=25, decode="metadata"))
+    streamed = history_rows(spark.read.schema(HISTORY_SCHEMA).parquet(str(sink)))
+    assert streamed == history_rows(read(spark, cluster, decode="metadata", endingOffsets=offsets_json(end)))
+    assert all(topic for kind, topic in ((r[2], r[3]) for r in streamed) if kind == "PARTITION_RECORD")

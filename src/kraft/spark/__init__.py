@@ -3,19 +3,24 @@
     spark = kraft.spark.session()            # or register(spark) on a session of your own
     spark.read.format("kraft").option("bootstrap.servers", "127.0.0.1:9092").load()
     spark.readStream.format("kraft").option("bootstrap.servers", ...).load()
-    spark.read.format("kraft-files").load(".../__cluster_metadata-0")
+    spark.read.format("kraft-files").load(metadata_log_dir)     # or .../__cluster_metadata-0
     spark.read.format("kraft-files").option("startingOffsets", "snapshot").load(dir)
+    spark.read.format("kraft-files").option("decode", "metadata").load(dir)   # the history
     kraft.spark.metadata_frames(spark, dir, ending_offset=1234)["partitions"]
 
 * `live`: "kraft", batch and streaming reads of a live cluster over Kafka's protocol.
 * `rows`: the record row (`RECORD_SCHEMA`, Spark's Kafka-source columns plus leaderEpoch
   and isControl) and decoded batches -> Arrow (`to_arrow`). Every record source uses both.
-* `files`: "kraft-files", a partition directory's segments and snapshots.
+* `files`: "kraft-files", a metadata.log.dir's (or partition directory's) segments and snapshots.
+* `history`: `decode=metadata` on both record sources: Kafka rows -> one row per decoded
+  metadata record (`HISTORY_SCHEMA`), topic names resolved; `json_columns` makes Kafka's
+  JSON of a group of records a column at a time.
 * `metadata_view`: the metadata image at an offset as tables; "kraft-metadata".
 * `logdir`: reading a directory read-only with every check; no Spark in it.
 
 A new source joins `SOURCES` (so `register` registers it) and yields `rows.to_arrow` of the
-Kafka batches it reads, so every record source has the same row.
+Kafka batches it reads, so every record source has the same row (and `history.decode_all`
+of them for decoded rows).
 
 Spark's Python workers must run this interpreter (they import kraft): `register` points
 the session's Python functions at `sys.executable`, and `session` also sets
@@ -30,6 +35,7 @@ from pyspark.sql import SparkSession
 
 from kraft.spark.demo import demo_tables
 from kraft.spark.files import KraftFilesDataSource
+from kraft.spark.history import HISTORY_SCHEMA
 from kraft.spark.live import DataLossError, KraftDataSource
 from kraft.spark.logdir import LogDirError
 from kraft.spark.metadata_view import TABLES, KraftMetadataDataSource, metadata_frames, metadata_image
@@ -78,6 +84,7 @@ def session(app_name: str = "kraft", master: str = "local[2]", **conf: str) -> S
 
 __all__ = [
     "ARROW_SCHEMA",
+    "HISTORY_SCHEMA",
     "RECORD_SCHEMA",
     "SOURCES",
     "DataLossError",

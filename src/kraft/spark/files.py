@@ -1,11 +1,15 @@
 """`spark.read.format("kraft-files").load(dir)`: a partition directory's records as rows.
 
-`dir` is a partition directory as kraft (and Kafka) lay it out, such as a backup of
-`<metadata.log.dir>/__cluster_metadata-0` or that of a stopped node. Rows have
-`rows.RECORD_SCHEMA`. Options:
+`dir` is a `metadata.log.dir` or the partition directory in it (`__cluster_metadata-0`),
+as kraft and Kafka lay them out: a backup, or a stopped node's. A relative path is taken
+from the driver's working directory. Rows have `rows.RECORD_SCHEMA`, or with
+`decode=metadata`, `history.HISTORY_SCHEMA`. Options:
 
-    startingOffsets   "earliest" (default): every record of every segment, data and
-                      control, from the first segment's first batch.
+    startingOffsets   "earliest" (default): everything the directory holds, from its
+                      earliest state: every record of every segment, data and control; where
+                      the log does not start at offset 0, the snapshot that ends where it
+                      starts comes first (it holds the state below the log's start); a
+                      directory with snapshots and no log reads the latest snapshot.
                       "snapshot": one consistent view, the state at `endingOffsets`: the
                       latest snapshot ending at or before it, then the log from that
                       snapshot's end. Without such a snapshot the log must start at 0.
@@ -13,6 +17,9 @@
                       (exclusive), which must be a batch boundary within the log.
     maxPartitionBytes a segment larger than this is read by several tasks, split at batch
                       boundaries (default 32 MiB); every segment is a task of its own.
+    decode            "none" (default): Kafka's rows. "metadata": one row per decoded
+                      metadata record (`kraft.spark.history`), topic names resolved from
+                      the TopicRecords of the view, which the reader collects when it is made.
 
 The names and the "earliest"/"latest" values are those of Spark's Kafka source.
 
@@ -29,16 +36,19 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from kraft.records import RecordBatch
+from kraft.spark.history import HISTORY_SCHEMA, TopicNames, decode_all
 from kraft.spark.logdir import (
     DEFAULT_MAX_SLICE_BYTES,
     LogDirectory,
     Slice,
     SnapshotFile,
+    View,
     named,
     open_snapshot,
     read_slice,
 )
-from kraft.spark.options import Options
+from kraft.spark.options import DECODE, Options
 from kraft.spark.rows import RECORD_SCHEMA, to_arrow
 
 EARLIEST, SNAPSHOT = "earliest", "snapshot"
@@ -46,42 +56,52 @@ EARLIEST, SNAPSHOT = "earliest", "snapshot"
 
 @dataclass
 class FilePiece(InputPartition):
-    """One task's share: a snapshot file or a slice of a segment, with the view's offset
-    bounds (every task checks its own batches against them)."""
+    """One task's share: a snapshot file or a slice of a segment."""
 
-    topic: str
-    partition: int
     piece: Slice | SnapshotFile
-    low: int
-    high: int | None
+
+
+def piece_batches(piece: Slice | SnapshotFile, view: View) -> Iterator[RecordBatch]:
+    """The batches of one piece of `view`, each checked (see logdir)."""
+    if isinstance(piece, SnapshotFile):
+        return open_snapshot(piece).batches()
+    return read_slice(piece, view.low, view.high)
+
+
+def view_topic_names(view: View) -> TopicNames:
+    """The topic names of every TopicRecord in `view` (see history)."""
+    names = TopicNames()
+    for piece in view.pieces:
+        with named(piece.path):
+            names.scan(piece_batches(piece, view))
+    return names
 
 
 class KraftFilesReader(DataSourceReader):
+    """Plans the read when it is made, on the driver: Spark pickles the reader for its tasks
+    right after making it (before asking for partitions), so what the tasks share, the view
+    and the topic names, travels with it once."""
+
     def __init__(self, options: Options) -> None:
-        self.path = options.path()
-        self.from_snapshot = options.choice("startingOffsets", (EARLIEST, SNAPSHOT)) == SNAPSHOT
-        self.high = options.ending_offset()
-        self.max_slice_bytes = options.integer("maxPartitionBytes", DEFAULT_MAX_SLICE_BYTES, minimum=1)
+        from_snapshot = options.choice("startingOffsets", (EARLIEST, SNAPSHOT)) == SNAPSHOT
+        max_slice_bytes = options.integer("maxPartitionBytes", DEFAULT_MAX_SLICE_BYTES, minimum=1)
+        self.view = LogDirectory(options.path()).plan_view(
+            from_snapshot=from_snapshot, high=options.ending_offset(), max_slice_bytes=max_slice_bytes
+        )
+        self.names = view_topic_names(self.view) if options.decode() else None
 
     def partitions(self) -> list[InputPartition]:
-        view = LogDirectory(self.path).plan_view(
-            from_snapshot=self.from_snapshot, high=self.high, max_slice_bytes=self.max_slice_bytes
-        )
-        pieces: list[Slice | SnapshotFile] = [view.snapshot] if view.snapshot else []
-        pieces += view.slices
-        return [FilePiece(view.topic, view.partition, p, view.low, view.high) for p in pieces]
+        return [FilePiece(p) for p in self.view.pieces]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, FilePiece)
-        piece = partition.piece
-        if isinstance(piece, SnapshotFile):
-            batches = open_snapshot(piece).batches()
-            offset: int | None = piece.snapshot_id.end_offset - 1
-        else:
-            batches = read_slice(piece, partition.low, partition.high)
-            offset = None
+        if not isinstance(partition, FilePiece):
+            return  # Spark's stand-in for a plan without partitions: an empty view
+        piece, view = partition.piece, self.view
+        snapshot = piece.snapshot_id if isinstance(piece, SnapshotFile) else None
+        offset = snapshot.end_offset - 1 if snapshot is not None else None
         with named(piece.path):
-            yield from to_arrow(batches, topic=partition.topic, partition=partition.partition, offset=offset)
+            rows = to_arrow(piece_batches(piece, view), topic=view.topic, partition=view.partition, offset=offset)
+            yield from rows if self.names is None else decode_all(rows, self.names, snapshot)
 
 
 class KraftFilesDataSource(DataSource):
@@ -89,10 +109,11 @@ class KraftFilesDataSource(DataSource):
     def name(cls) -> str:
         return "kraft-files"
 
+    def _options(self) -> Options:
+        return Options(self.name(), self.options, ("startingOffsets", "endingOffsets", "maxPartitionBytes", DECODE))
+
     def schema(self) -> StructType:
-        return RECORD_SCHEMA
+        return HISTORY_SCHEMA if self._options().decode() else RECORD_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KraftFilesReader(
-            Options(self.name(), self.options, ("startingOffsets", "endingOffsets", "maxPartitionBytes"))
-        )
+        return KraftFilesReader(self._options())

@@ -23,6 +23,13 @@ Spark's Kafka source where it has one:
     minPartitions          at least this many Spark tasks (default 1 per topic partition)
     maxRecordsPerPartition a task reads at most this many offsets (default 250000): ranges
                            are split so several tasks read one partition in parallel.
+    decode                 "none" (default): Kafka's rows. "metadata": decoded metadata
+                           records (`kraft.spark.history`), batch and stream. Topic names
+                           come from the TopicRecords between the log start and the read's
+                           end, which the planner reads first (a stream: each micro-batch's
+                           new offsets). A topic whose TopicRecord is only in a snapshot
+                           (created before the log start) has its id and no name: the
+                           snapshot is not served to consumers; "kraft-files" reads it.
 
 Fencing inside a task: every record in a planned range existed when the range was planned,
 so its epoch is at most the leader epoch seen then; a record of a newer epoch inside the
@@ -35,7 +42,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,7 +58,9 @@ from kraft.client import (
     OffsetOutOfRangeError,
     TopicPartition,
 )
-from kraft.spark.options import Options
+from kraft.client.consumer import FetchedBatches
+from kraft.spark.history import HISTORY_SCHEMA, TopicNames, decode_all
+from kraft.spark.options import DECODE, Options
 from kraft.spark.rows import RECORD_SCHEMA, to_arrow
 
 log = logging.getLogger("kraft.spark")
@@ -61,7 +70,7 @@ DEFAULT_TOPIC = "__cluster_metadata"
 DEFAULT_MAX_RECORDS_PER_TASK = 250_000
 STALL_S = 60.0  # a task that gets no data for this long while its range is not read fails
 KNOWN = ("bootstrap.servers", "topic", "startingOffsets", "endingOffsets", "failOnDataLoss",
-         "maxOffsetsPerTrigger", "minPartitions", "maxRecordsPerPartition")
+         "maxOffsetsPerTrigger", "minPartitions", "maxRecordsPerPartition", DECODE)
 
 
 class DataLossError(RuntimeError):
@@ -73,7 +82,7 @@ class OffsetRange(InputPartition):
     """One task: offsets [start, end) of one partition. `start_epoch` is the epoch of the
     record before `start` when known (the task validates it before fetching); no record in
     the range may have an epoch above `bound_epoch`, that of the record before the planned
-    end when the range was planned."""
+    end when the range was planned. `names`: with decode=metadata, the topic names."""
 
     bootstrap: str
     topic: str
@@ -83,6 +92,7 @@ class OffsetRange(InputPartition):
     end: int
     bound_epoch: int
     fail_on_data_loss: bool
+    names: TopicNames | None = None
 
 
 class LiveOptions:
@@ -101,6 +111,7 @@ class LiveOptions:
             "maxOffsetsPerTrigger", "") else None
         self.min_partitions = options.integer("minPartitions", 1, minimum=1)
         self.max_per_task = options.integer("maxRecordsPerPartition", DEFAULT_MAX_RECORDS_PER_TASK, minimum=1)
+        self.decode = options.decode()
 
     def consumer(self) -> Consumer:
         return Consumer(self.bootstrap, auto_offset_reset="none", client_id="kraft-spark", include_control=True)
@@ -197,6 +208,25 @@ class _Planner:
         return {tp: at.leader_epoch if at.leader_epoch is not None else latest[tp].leader_epoch or 0
                 for tp, at in end.items()}
 
+    def scan_names(self, names: TopicNames, scanned: dict[TopicPartition, int],
+                   end: dict[TopicPartition, OffsetAndEpoch]) -> None:
+        """Adds to `names` the TopicRecords of each partition from `scanned` (where an earlier
+        scan stopped; the log start at first) up to `end`, and moves `scanned` there."""
+        earliest = self.consumer.beginning_offsets(self.tps)
+        for tp in self.tps:
+            start = max(scanned.get(tp, 0), earliest[tp].offset)
+            stop = end[tp].offset
+            if start < stop:
+                consumer = Consumer(self.options.bootstrap, auto_offset_reset="earliest", client_id="kraft-spark")
+                try:
+                    consumer.assign([tp])
+                    consumer.seek(tp, start)
+                    for fetched in _polled(consumer, tp, stop):
+                        names.scan(b for b in fetched.batches if b.header.base_offset < stop)
+                finally:
+                    consumer.close()
+            scanned[tp] = max(start, stop)
+
     def ranges(self, start: dict[TopicPartition, OffsetAndEpoch], end: dict[TopicPartition, OffsetAndEpoch],
                bounds: dict[TopicPartition, int]) -> list[OffsetRange]:
         spans = {tp: end[tp].offset - start[tp].offset for tp in start if end[tp].offset > start[tp].offset}
@@ -212,6 +242,21 @@ class _Planner:
         return out
 
 
+def _polled(consumer: Consumer, tp: TopicPartition, end: int) -> Iterator[FetchedBatches]:
+    """What `consumer` fetches of `tp` from its position until the position reaches `end`;
+    no data for STALL_S while the range is unread fails."""
+    position, progress = consumer.position(tp), time.monotonic()
+    while position < end:
+        fetched = consumer.poll_batches(500)
+        if not fetched:
+            if time.monotonic() - progress > STALL_S:
+                raise ConsumerError(f"{tp}: no data for offsets [{position}, {end}) in {STALL_S:.0f} s")
+            continue
+        progress = time.monotonic()
+        yield from fetched
+        position = consumer.position(tp)
+
+
 def read_range(task: OffsetRange) -> Iterator[pa.RecordBatch]:
     """The rows of offsets [task.start, task.end), as Arrow batches, fenced as the module says."""
     tp = TopicPartition(task.topic, task.partition)
@@ -219,37 +264,35 @@ def read_range(task: OffsetRange) -> Iterator[pa.RecordBatch]:
     try:
         consumer.assign([tp])
         consumer.seek(tp, task.start, task.start_epoch)
-        position, progress = task.start, time.monotonic()
-        while position < task.end:
-            try:
-                fetched = consumer.poll_batches(500)
-            except LogTruncationError as e:
-                return _lost(task, f"the log was truncated below offset {position} (first diverging offset "
-                             f"{_offset(e.divergent_offsets[tp])})")
-            except OffsetOutOfRangeError:
-                return _lost(task, f"offset {position} is no longer in the log")
-            if not fetched:
-                if time.monotonic() - progress > STALL_S:
-                    raise ConsumerError(f"{tp}: no data for offsets [{position}, {task.end}) in {STALL_S:.0f} s")
-                continue
-            progress = time.monotonic()
-            for f in fetched:
-                batches = []
-                for batch in f.batches:
-                    h = batch.header
-                    if h.base_offset >= task.end:
-                        break
-                    if h.partition_leader_epoch > task.bound_epoch:
-                        yield from _arrow(batches, task)
-                        return _lost(task, f"offset {h.base_offset} now holds a record of epoch "
-                                     f"{h.partition_leader_epoch}, newer than epoch {task.bound_epoch} the read was "
-                                     f"planned in: the history it planned on was replaced (first diverging offset "
-                                     f"at or below {h.base_offset})")
-                    batches.append(batch)
-                yield from _arrow(batches, task)
-            position = consumer.position(tp)
+        for f in _polled(consumer, tp, task.end):
+            batches = []
+            for batch in f.batches:
+                h = batch.header
+                if h.base_offset >= task.end:
+                    break
+                if h.partition_leader_epoch > task.bound_epoch:
+                    yield from _arrow(batches, task)
+                    return _lost(task, f"offset {h.base_offset} now holds a record of epoch "
+                                 f"{h.partition_leader_epoch}, newer than epoch {task.bound_epoch} the read was "
+                                 f"planned in: the history it planned on was replaced (first diverging offset "
+                                 f"at or below {h.base_offset})")
+                batches.append(batch)
+            yield from _arrow(batches, task)
+    except LogTruncationError as e:
+        return _lost(task, f"the log was truncated below offset {consumer.position(tp)} (first diverging offset "
+                     f"{_offset(e.divergent_offsets[tp])})")
+    except OffsetOutOfRangeError:
+        return _lost(task, f"offset {consumer.position(tp)} is no longer in the log")
     finally:
         consumer.close()
+
+
+def read_task(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """What a task of either reader yields: Kafka rows, or decoded ones if the range has names."""
+    if not isinstance(partition, OffsetRange):
+        return iter(())  # Spark's stand-in for a plan without partitions: nothing to read
+    rows = read_range(partition)
+    return rows if partition.names is None else decode_all(rows, partition.names)
 
 
 def _arrow(batches: list, task: OffsetRange) -> Iterator[pa.RecordBatch]:
@@ -288,13 +331,17 @@ class KraftBatchReader(DataSourceReader):
                 if end[tp].offset < start[tp].offset:
                     raise ValueError(f"kraft: {tp}: endingOffsets {end[tp].offset} is before startingOffsets "
                                      f"{start[tp].offset}")
-            return planner.ranges(start, end, planner.bounds(end))
+            ranges = planner.ranges(start, end, planner.bounds(end))
+            if not self.options.decode:
+                return ranges
+            names = TopicNames()
+            planner.scan_names(names, {}, end)
+            return [replace(r, names=names) for r in ranges]
         finally:
             planner.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        yield from read_range(partition)
+        return read_task(partition)
 
 
 def _to_json(offsets: dict[TopicPartition, OffsetAndEpoch]) -> dict:
@@ -319,6 +366,8 @@ class KraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._planner: _Planner | None = None
         self.available_now: dict[TopicPartition, OffsetAndEpoch] | None = None
+        self.names = TopicNames()  # with decode=metadata: the topics seen so far, and how far
+        self.scanned: dict[TopicPartition, int] = {}
 
     @property
     def planner(self) -> _Planner:
@@ -354,11 +403,14 @@ class KraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Both ends are checked: the log may have lost records since latestOffset()."""
         begin, planned = self._checked(start), _from_json(end)
         stop = self._checked(end)
-        return self.planner.ranges(begin, stop, self.planner.bounds(planned))
+        ranges = self.planner.ranges(begin, stop, self.planner.bounds(planned))
+        if not self.options.decode:
+            return ranges
+        self.planner.scan_names(self.names, self.scanned, stop)
+        return [replace(r, names=self.names) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        yield from read_range(partition)
+        return read_task(partition)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the stream's position lives in Spark's checkpoint, not in the cluster."""
@@ -398,7 +450,7 @@ class KraftDataSource(DataSource):
         return "kraft"
 
     def schema(self) -> StructType:
-        return RECORD_SCHEMA
+        return HISTORY_SCHEMA if Options(self.name(), self.options, KNOWN).decode() else RECORD_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KraftBatchReader(LiveOptions(Options(self.name(), self.options, KNOWN), streaming=False))

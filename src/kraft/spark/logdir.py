@@ -1,5 +1,8 @@
 """Reading a partition directory's files as they lie: a backup, or a stopped node's log dir.
 
+`dir` is the partition directory (`__cluster_metadata-0`) or the `metadata.log.dir` that
+holds it, as Kafka and kraft lay them out:
+
     <dir>/%020d.log                       segments, read
     <dir>/%020d-%010d.checkpoint          frozen snapshots, read
     anything else                         ignored: .index, .checkpoint.part, quorum-state, ...
@@ -37,6 +40,7 @@ from kraft.storage.snapshot import CHECKPOINT_SUFFIX, SnapshotId, SnapshotReader
 
 _SEGMENT_FILE = re.compile(r"(\d{20})\.log")
 DEFAULT_MAX_SLICE_BYTES = 32 << 20
+METADATA_PARTITION = "__cluster_metadata-0"
 
 
 class LogDirError(ValueError):
@@ -75,6 +79,11 @@ class View:
     low: int
     high: int | None
 
+    @property
+    def pieces(self) -> list["Slice | SnapshotFile"]:
+        """What is read, in offset order: the snapshot, then the slices."""
+        return [self.snapshot, *self.slices] if self.snapshot is not None else list(self.slices)
+
 
 @dataclass(frozen=True, slots=True)
 class _Segment:
@@ -90,11 +99,13 @@ class LogDirectory:
         self.path = Path(path)
         if not self.path.is_dir():
             raise LogDirError(f"{self.path}: no such directory")
+        if (self.path / METADATA_PARTITION).is_dir():  # a metadata.log.dir
+            self.path = self.path / METADATA_PARTITION
         topic, _, partition = self.path.name.rpartition("-")
         if not topic or not partition.isdigit():
             raise LogDirError(
-                f"{self.path}: not a partition directory (named <topic>-<partition>, "
-                "such as __cluster_metadata-0)"
+                f"{self.path}: not a partition directory (named <topic>-<partition>, such as "
+                f"{METADATA_PARTITION}), nor a metadata.log.dir holding {METADATA_PARTITION}"
             )
         self.topic, self.partition = topic, int(partition)
         segments, snapshots = [], []
@@ -124,34 +135,51 @@ class LogDirectory:
         fitting = [s for s in self.snapshots if at_or_before is None or s.snapshot_id.end_offset <= at_or_before]
         return fitting[-1] if fitting else None
 
+    def earliest_snapshot(self, high: int | None) -> SnapshotFile | None:
+        """The snapshot an "earliest" view starts from: none for a log that starts at offset
+        0 (it holds every state itself); for a log that starts later, the snapshot ending
+        where it starts, the only place the state below its start is kept (none if there is
+        no such snapshot); without any log, the latest snapshot ending at or before `high`."""
+        start = self.start_offset
+        if start is None:
+            return self.latest_snapshot(high)
+        fitting = [s for s in self.snapshots if s.snapshot_id.end_offset == start != 0]
+        return fitting[-1] if fitting and (high is None or start <= high) else None
+
     def plan_view(
         self, *, from_snapshot: bool, high: int | None = None, max_slice_bytes: int = DEFAULT_MAX_SLICE_BYTES
     ) -> View:
         """The log's batches below `high`; with `from_snapshot`, preceded by the latest
         snapshot ending at or before `high`, and the log only from that snapshot's end.
 
-        Without a snapshot the view starts at the first segment, which for a consistent
-        view must be offset 0: a log starting later has lost the state below its start.
+        Without `from_snapshot` the view is everything the directory holds from its earliest
+        state on: `earliest_snapshot`, then every batch. With it, the view is one consistent
+        state, so without a snapshot it starts at the first segment, which must then be
+        offset 0: a log starting later has lost the state below its start.
         """
         if high is not None and high < 0:
             raise LogDirError(f"{self.path}: end offset {high} is negative")
-        snapshot = self.latest_snapshot(high) if from_snapshot else None
         start = self.start_offset
-        if snapshot is not None:
+        if not from_snapshot:
+            snapshot = self.earliest_snapshot(high)
+            low = snapshot.snapshot_id.end_offset if snapshot is not None else start or 0
+        elif (snapshot := self.latest_snapshot(high)) is not None:
             low = snapshot.snapshot_id.end_offset
             if start is not None and start > low and low != high:
                 raise LogDirError(
                     f"{self.path}: the snapshot {Path(snapshot.path).name} ends at offset {low}, but the log "
                     f"starts at {start}: offsets {low}..{start - 1} are in neither"
                 )
-        elif from_snapshot and start:
+        elif start:
             raise LogDirError(
                 f"{self.path}: the log starts at offset {start} and no snapshot ends "
                 f"{'here' if high is None else f'at or before {high}'}: the state below offset {start} is lost"
             )
         else:
-            low = start or 0
+            low = 0
         slices = tuple(self._slices(low, high, max_slice_bytes))
+        if not slices and high is not None and high > low:  # with slices, read_slice finds it
+            raise LogDirError(f"{self.path}: end offset {high} is past the end of the log ({low})")
         return View(self.topic, self.partition, snapshot, slices, low, high)
 
     def _slices(self, low: int, high: int | None, max_bytes: int) -> Iterator[Slice]:

@@ -5,9 +5,11 @@ server refuses an unknown config key, so a misspelt option fails the read instea
 silently ignored.
 """
 
+import os
 from collections.abc import Mapping
 
 LATEST = "latest"
+DECODE = "decode"  # the option both record sources take: "none" (Kafka rows) or "metadata" (history rows)
 
 
 class Options:
@@ -20,10 +22,21 @@ class Options:
             raise ValueError(f"{source}: unknown option(s) {unknown}; it knows {sorted(names.values())}")
 
     def path(self) -> str:
+        """The path given to load(), made absolute. Readers are made on the driver and read
+        in executors, which on a cluster run in other working directories: a relative path
+        is resolved here, against the driver's, as Spark's own file sources resolve theirs."""
         path = self._options.get("path")
         if not path:
-            raise ValueError(f"{self.source}: no path: load(<partition directory>), such as .../__cluster_metadata-0")
-        return path
+            raise ValueError(
+                f"{self.source}: no path: load(<metadata.log.dir or partition directory>), such as "
+                ".../__cluster_metadata-0"
+            )
+        return os.path.abspath(path)
+
+    def decode(self) -> bool:
+        """Whether rows are decoded metadata records (`kraft.spark.history`) rather than
+        Kafka's rows: option `decode`, "none" (the default) or "metadata"."""
+        return self.choice(DECODE, ("none", "metadata")) == "metadata"
 
     def get(self, name: str, default: str) -> str:
         return self._options.get(name.lower(), default)

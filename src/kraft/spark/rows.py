@@ -37,6 +37,7 @@ from pyspark.sql.types import (
     BinaryType,
     BooleanType,
     DataType,
+    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -71,6 +72,7 @@ _ARROW_TYPES: dict[type, pa.DataType] = {
     LongType: pa.int64(),
     StringType: pa.string(),
     BinaryType: pa.binary(),
+    DoubleType: pa.float64(),
     TimestampType: pa.timestamp("us", tz="UTC"),
 }
 
@@ -84,6 +86,11 @@ def arrow_type(data_type: DataType) -> pa.DataType:
     if isinstance(data_type, StructType):
         return pa.struct([pa.field(f.name, arrow_type(f.dataType), f.nullable) for f in data_type.fields])
     return _ARROW_TYPES[type(data_type)]
+
+
+def struct_of(*fields: tuple[str, DataType] | tuple[str, DataType, bool]) -> StructType:
+    """A struct of (name, type[, nullable]) fields, not nullable unless said."""
+    return StructType([StructField(f[0], f[1], f[2] if len(f) == 3 else False) for f in fields])  # type: ignore[misc]
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

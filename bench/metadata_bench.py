@@ -11,15 +11,24 @@ replication factor 3, 100 brokers (a million partitions).
   it in a fresh process (time, and peak memory as that process's VmHWM, the high-water mark
   of its resident memory, which counts the interpreter: its value before loading is
   printed beside it).
+* The same load of a Kafka-shaped snapshot of the same million partitions with every part of
+  a Kafka 3.7+ image (issue 15): features and the ZooKeeper migration state, brokers with two
+  log dirs each (RegisterBrokerRecord v3), three controllers, every partition with its
+  replicas' directories (PartitionRecord v1) and one in ten with ELR (v2), a config per
+  topic and per broker, client quotas, a producer-id block, ACLs, SCRAM credentials and
+  delegation tokens. Both loads run in the same run, the smaller mix as the baseline; the
+  ratios are printed. The loaded image's digest must equal that of the records written.
 * Fencing a broker (KIP-630, "Amount of Data Replicated"): bytes appended to the log for one
-  FenceBrokerRecord against one PartitionChangeRecord per partition the broker hosts, and
-  the time every replica spends deriving the partition changes from the event.
+  FenceBrokerRecord (a log with the kraft.derived.fencing feature) against what Kafka's
+  controller writes (the FenceBrokerRecord and one PartitionChangeRecord per partition the
+  broker leaves), and the time every replica spends deriving the changes from the event.
 
 Targets (issue 7): load the million-partition snapshot in under 20 s, peak memory under
 2 GiB. The snapshot is left in bench/results/ (git-ignored).
 """
 
 import gc
+import hashlib
 import json
 import os
 import random
@@ -28,13 +37,40 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from common import RESULTS, print_table, write_results
 
-from kraft.metadata import MetadataCache, MetadataDelta, MetadataImage, apply_records, encode_record, snapshot_records
+from kraft.metadata import (
+    MetadataCache,
+    MetadataDelta,
+    MetadataImage,
+    apply_records,
+    encode_record,
+    snapshot_records,
+)
 from kraft.metadata import controller as ctl
-from kraft.metadata.records import FenceBrokerRecord, PartitionChangeRecord
+from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, image_to_records
+from kraft.metadata.records import (
+    AccessControlEntryRecord,
+    ClientQuotaRecord,
+    ConfigRecord,
+    ControllerEndpoint,
+    DelegationTokenRecord,
+    EntityData,
+    FeatureLevelRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RegisterControllerRecord,
+    TopicRecord,
+    UserScramCredentialRecord,
+    ZkMigrationStateRecord,
+)
 from kraft.records import SimpleRecord, build_batch, read_batches
 from kraft.storage.snapshot import SnapshotId, SnapshotReader
 from kraft.storage.snapshot_store import FileSnapshotStore
@@ -47,6 +83,9 @@ RECORDS_PER_BATCH = 1000
 LOAD_TARGET_S = 20.0
 MEMORY_TARGET_BYTES = 2 << 30
 SNAPSHOT_DIR = RESULTS / "metadata-snapshot"
+KAFKA_MIX_DIR = RESULTS / "metadata-snapshot-kafka-mix"
+ISSUE_FIGURES = (6.1, 527)  # s, MiB: the smaller mix's load when issue 15 was filed
+ACLS, USERS, TOKENS, QUOTA_ENTITIES = 10_000, 1000, 1000, 1000
 
 
 def build_log() -> list[bytes]:
@@ -105,14 +144,76 @@ def decode_only(log: list[bytes]) -> float:
     return time.perf_counter() - start
 
 
-def write_snapshot(image: MetadataImage) -> tuple[Path, float]:
-    shutil.rmtree(SNAPSHOT_DIR, ignore_errors=True)
-    store = FileSnapshotStore(SNAPSHOT_DIR)
-    snapshot_id = SnapshotId(image.end_offset, image.epoch)
+def kafka_mix(image: MetadataImage) -> Iterator[MetadataRecord]:
+    """The image's snapshot records with every other part of a Kafka image added, in the
+    order kraft writes a snapshot (image_to_records), so the loaded image's digest is the
+    digest of these records."""
+    rng = random.Random(15)
+    dirs = sorted(rng.randbytes(16) for _ in range(2 * BROKERS))
+    levels = {METADATA_VERSION: 21, "group.version": 1, "kraft.version": 1, "transaction.version": 2}
+    for name in sorted(levels, key=lambda n: (n != METADATA_VERSION, n)):
+        yield FeatureLevelRecord(name=name, feature_level=levels[name])
+    yield ZkMigrationStateRecord(zk_migration_state=0)
+    controllers_written = False
+    for record in image_to_records(image):
+        kind = type(record)
+        assert kind in (RegisterBrokerRecord, TopicRecord, PartitionRecord), f"the smaller mix has no {kind.__name__}"
+        if kind is RegisterBrokerRecord:
+            b = record.broker_id
+            record = replace(record, log_dirs=(dirs[2 * b], dirs[2 * b + 1]), in_controlled_shutdown=b % 50 == 7)
+        elif kind is TopicRecord and not controllers_written:
+            controllers_written = True
+            for c in range(3):
+                endpoint = ControllerEndpoint(name="CONTROLLER", host=f"controller-{c}", port=9093)
+                yield RegisterControllerRecord(controller_id=1000 + c, incarnation_id=rng.randbytes(16),
+                                               end_points=(endpoint,))
+        elif kind is PartitionRecord:
+            directories = tuple(dirs[2 * r + record.partition_id % 2] for r in record.replicas)
+            elr = {"eligible_leader_replicas": record.replicas[1:]} if (
+                record.partition_id == 0) else {}
+            record = replace(record, directories=directories, **elr)
+        yield record
+    topics = sorted(image.topics_by_name.keys())
+    for name in topics:
+        yield ConfigRecord(resource_type=2, resource_name=name, name="retention.ms", value="604800000")
+    for b in sorted(map(str, range(BROKERS))):
+        yield ConfigRecord(resource_type=4, resource_name=b, name="log.cleaner.threads", value="2")
+    for u in range(QUOTA_ENTITIES):
+        entity = (EntityData(entity_type="user", entity_name=f"user-{u:05d}"),)
+        for key, value in (("consumer_byte_rate", 2e6), ("producer_byte_rate", 1e6)):
+            yield ClientQuotaRecord(entity=entity, key=key, value=value)
+    yield ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=5_000_000)
+    for acl_id in sorted(rng.randbytes(16) for _ in range(ACLS)):
+        yield AccessControlEntryRecord(id=acl_id, resource_type=2, resource_name=rng.choice(topics), pattern_type=3,
+                                       principal=f"User:user-{rng.randrange(USERS):05d}", host="*", operation=3,
+                                       permission_type=3)
+    for u in range(USERS):
+        for mechanism in (1, 2):
+            yield UserScramCredentialRecord(name=f"user-{u:05d}", mechanism=mechanism, salt=rng.randbytes(32),
+                                            stored_key=rng.randbytes(32), server_key=rng.randbytes(32),
+                                            iterations=4096)
+    for t in range(TOKENS):
+        yield DelegationTokenRecord(owner="User:admin", requester="User:admin", renewers=("User:ops",),
+                                    issue_timestamp=t, max_timestamp=t + 2, expiration_timestamp=t + 1,
+                                    token_id=f"token-{t:05d}")
+
+
+def hashed(records: Iterable[MetadataRecord], digest: "hashlib._Hash") -> Iterator[tuple[None, bytes]]:
+    """Snapshot (key, value) pairs of `records`, hashed as MetadataImage.digest hashes them."""
+    for record in records:
+        value = encode_record(record)
+        digest.update(len(value).to_bytes(4, "big"))
+        digest.update(value)
+        yield None, value
+
+
+def write_snapshot(pairs: Iterable[tuple[None, bytes]], snapshot_id: SnapshotId, directory: Path) -> tuple[Path, float]:
+    shutil.rmtree(directory, ignore_errors=True)
+    store = FileSnapshotStore(directory)
     start = time.perf_counter()
     with store.create_writer(snapshot_id, 0) as writer:
         chunk = []
-        for pair in snapshot_records(image):
+        for pair in pairs:
             chunk.append(pair)
             if len(chunk) == 10_000:
                 writer.append(chunk)
@@ -160,36 +261,34 @@ def load_main(path: str, end_offset: str, epoch: str) -> None:
 
 
 def fence_comparison(image: MetadataImage) -> dict:
-    """The broker hosting the most partitions, fenced by one event and by per-partition records."""
+    """The broker hosting the most partitions, fenced as Kafka's controller writes it (the
+    FenceBrokerRecord and a PartitionChangeRecord per partition it leaves) and as a log with
+    KIP-630's derived fencing writes it (the event alone: every replica derives the changes).
+    Both must give the same partitions."""
     broker = max(image.brokers_to_isrs.keys(), key=lambda b: sum(len(p) for p in image.brokers_to_isrs[b].values()))
     hosted = sum(len(p) for p in image.brokers_to_isrs[broker].values())
-    fence = FenceBrokerRecord(id=broker, epoch=image.broker(broker).epoch)
+    kafka = ctl.fence_broker(image, broker).records
+    changes = [r for r in kafka if isinstance(r, PartitionChangeRecord)]
     start = time.perf_counter()
-    delta = MetadataDelta(image)
-    delta.replay(fence)
-    fenced = delta.apply(image.offset + 1, image.epoch)
-    derive_s = time.perf_counter() - start
-    # What a controller writing key-value changes would append instead: one record per partition.
-    changes = []
-    for topic_id in image.brokers_to_isrs[broker]:
-        before, after = image.topics_by_id[topic_id].partitions, fenced.topics_by_id[topic_id].partitions
-        for pid, (old, new) in enumerate(zip(before, after)):
-            if old is not new:
-                changes.append(PartitionChangeRecord(partition_id=pid, topic_id=topic_id, isr=new.isr,
-                                                     leader=new.leader if new.leader != old.leader else -2))
-    start = time.perf_counter()
-    apply_records(image, changes, offset=image.offset + len(changes), epoch=image.epoch)
+    by_kafka = apply_records(image, kafka, offset=image.offset + len(kafka), epoch=image.epoch)
     changes_apply_s = time.perf_counter() - start
-    event_value = len(encode_record(fence))
-    change_values = sum(len(encode_record(c)) for c in changes)
+    derived_log = apply_records(image, [FeatureLevelRecord(name=DERIVED_FENCING, feature_level=1)],
+                                offset=image.offset + 1, epoch=image.epoch)
+    (fence,) = ctl.fence_broker(derived_log, broker).records
+    start = time.perf_counter()
+    delta = MetadataDelta(derived_log)
+    delta.replay(fence)
+    derived = delta.apply(derived_log.offset + 1, image.epoch)
+    derive_s = time.perf_counter() - start
+    assert derived.topics_by_id == by_kafka.topics_by_id
     return {
         "broker": broker,
         "partitions_hosted": hosted,
         "partitions_changed": len(changes),
-        "fence_record_bytes": event_value,
+        "fence_record_bytes": len(encode_record(fence)),
         "fence_batch_bytes": len(build_batch([SimpleRecord(None, encode_record(fence))], timestamp=0)),
-        "partition_change_record_bytes": change_values,
-        "partition_change_batch_bytes": sum(len(b) for b in batches(changes, 0)),
+        "partition_change_record_bytes": sum(len(encode_record(c)) for c in changes),
+        "partition_change_batch_bytes": sum(len(b) for b in batches(kafka, 0)),
         "fence_derive_s": derive_s,
         "partition_changes_apply_s": changes_apply_s,
     }
@@ -207,9 +306,15 @@ def main() -> int:
     cache, replay_paused_s, _ = replay(log, collector=False)
     image = cache.image
     assert image.partition_count() == TOPICS * PARTITIONS
-    path, write_s = write_snapshot(image)
-    loaded = load_in_fresh_process(path, SnapshotId(image.end_offset, image.epoch))
+    snapshot_id = SnapshotId(image.end_offset, image.epoch)
+    path, write_s = write_snapshot(snapshot_records(image), snapshot_id, SNAPSHOT_DIR)
+    loaded = load_in_fresh_process(path, snapshot_id)
     assert loaded["partitions"] == TOPICS * PARTITIONS and loaded["digest"] == image.digest()
+    mix_digest = hashlib.sha256()
+    mix_path, _ = write_snapshot(hashed(kafka_mix(image), mix_digest), snapshot_id, KAFKA_MIX_DIR)
+    mixed = load_in_fresh_process(mix_path, snapshot_id)
+    assert mixed["partitions"] == TOPICS * PARTITIONS and mixed["digest"] == mix_digest.hexdigest()
+    load_ratio, memory_ratio = mixed["load_s"] / loaded["load_s"], mixed["peak_memory_bytes"] / loaded["peak_memory_bytes"]
     fence = fence_comparison(image)
 
     rows = [
@@ -222,13 +327,17 @@ def main() -> int:
         {"measure": "load peak memory", "value": loaded["peak_memory_bytes"] / 2**20, "unit": "MiB",
          "note": f"VmHWM of the loading process; {loaded['memory_before_bytes'] / 2**20:.0f} MiB before loading; "
                  f"target < {MEMORY_TARGET_BYTES / 2**30:.0f} GiB"},
+        {"measure": "snapshot load, Kafka mix", "value": mixed["load_s"], "unit": "s",
+         "note": f"{mix_path.stat().st_size / 1e6:.1f} MB; {load_ratio:.2f}x the smaller mix's load"},
+        {"measure": "load peak memory, Kafka mix", "value": mixed["peak_memory_bytes"] / 2**20, "unit": "MiB",
+         "note": f"{memory_ratio:.2f}x the smaller mix's; {mixed['memory_before_bytes'] / 2**20:.0f} MiB before loading"},
         {"measure": "full collection after a load", "value": loaded["collect_s"], "unit": "s",
          "note": f"{loaded['collect_frozen_s'] * 1e6:.0f} us with the image frozen, as a server keeps it "
                  f"({loaded['collect_s'] / loaded['collect_frozen_s']:,.0f}x)"},
         {"measure": "fence: FenceBroker", "value": fence["fence_batch_bytes"], "unit": "bytes",
          "note": f"record {fence['fence_record_bytes']} B; "
                  f"derived on every replica in {fence['fence_derive_s']:.2f} s"},
-        {"measure": "fence: PartitionChange per partition", "value": fence["partition_change_batch_bytes"],
+        {"measure": "fence: as Kafka writes it", "value": fence["partition_change_batch_bytes"],
          "unit": "bytes", "note": f"{fence['partitions_changed']} records, {fence['partition_change_record_bytes']} B "
                                   f"of values; applied in {fence['partition_changes_apply_s']:.2f} s"},
     ]
@@ -238,10 +347,15 @@ def main() -> int:
     print(f"\nfencing broker {fence['broker']} (in {fence['partitions_hosted']} ISRs): "
           f"{fence['fence_batch_bytes']} B appended against {fence['partition_change_batch_bytes'] / 1e6:.2f} MB "
           f"(KIP-630's estimate: 8 B against 1.14 MB)")
-    ok = loaded["load_s"] < LOAD_TARGET_S and loaded["peak_memory_bytes"] < MEMORY_TARGET_BYTES
+    print(f"snapshot load, smaller mix: {loaded['load_s']:.1f} s, {loaded['peak_memory_bytes'] / 2**20:.0f} MiB "
+          f"(issue 15 quotes {ISSUE_FIGURES[0]} s, {ISSUE_FIGURES[1]} MiB); Kafka mix: {mixed['load_s']:.1f} s, "
+          f"{mixed['peak_memory_bytes'] / 2**20:.0f} MiB; ratio Kafka mix / smaller mix: {load_ratio:.2f} (time), "
+          f"{memory_ratio:.2f} (memory)")
+    ok = all(m["load_s"] < LOAD_TARGET_S and m["peak_memory_bytes"] < MEMORY_TARGET_BYTES for m in (loaded, mixed))
     print(f"load {loaded['load_s']:.1f} s (target < {LOAD_TARGET_S:.0f} s), peak "
           f"{loaded['peak_memory_bytes'] / 2**30:.2f} GiB (target < 2 GiB): {'met' if ok else 'MISSED'}")
-    results = write_results("metadata", rows, fence=fence, load=loaded, snapshot_bytes=path.stat().st_size,
+    results = write_results("metadata", rows, fence=fence, load=loaded, load_kafka_mix=mixed, load_ratio=load_ratio,
+                            memory_ratio=memory_ratio, snapshot_bytes=path.stat().st_size,
                             replay_s=replay_s, replay_paused_s=replay_paused_s, full_collection_s=pause_s,
                             records=count)
     print(f"results: {results}")

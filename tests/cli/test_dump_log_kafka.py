@@ -14,9 +14,10 @@ import random
 
 import pytest
 
-from kraft.cli.kafka_json import java_double, to_json, type_name
+from kraft.cli.kafka_json import java_double, to_json
 from kraft.metadata import encode_record, uuid_str
 from kraft.metadata import records as r
+from kraft.metadata.kafka_form import type_name
 from kraft.metadata.records import RECORD_TYPES
 from kraft.records import LeaderChangeMessage
 from tests.cli.kafka_files import (

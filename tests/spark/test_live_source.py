@@ -11,9 +11,10 @@ from kraft.cli.cluster_client import leader
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer, ConsumerRecord, TopicPartition
 from kraft.metadata import decode_record
+from kraft.metadata.kafka_form import type_name
 from kraft.records.control import ControlType, parse_control_key
 from kraft.spark import RECORD_SCHEMA
-from kraft.spark.history import HISTORY_SCHEMA, type_name
+from kraft.spark.history import HISTORY_SCHEMA
 from kraft.spark.live import DataLossError, OffsetRange, read_range
 from tests.server.cluster_helpers import back_up_a_snapshot, create_topics, kraft_cli, wait_for
 

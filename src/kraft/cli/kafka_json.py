@@ -25,6 +25,7 @@ from typing import Any, Literal, NamedTuple
 
 from kraft.metadata import decode_record, uuid_str
 from kraft.metadata.errors import MetadataRecordError
+from kraft.metadata.kafka_form import camel_case, control_data, type_name
 from kraft.metadata.records import RECORD_TYPES, MetadataRecord
 from kraft.metadata.schema import BYTES, FLOAT64, UUID, ArrayOf, WireType
 from kraft.records import (
@@ -88,18 +89,6 @@ def to_json(value: Json) -> str:
 
 
 # ------------------------------------------------------------------------------ metadata records
-
-
-def camel_case(snake: str) -> str:
-    """A kraft field name as Kafka's JSON names it: `topic_id` -> `topicId`."""
-    head, *rest = snake.split("_")
-    return head + "".join(word[:1].upper() + word[1:] for word in rest)
-
-
-def type_name(cls: type) -> str:
-    """MetadataRecordType's name for a record class: TopicRecord -> TOPIC_RECORD (Kafka's
-    MessageGenerator.toSnakeCase, upper-cased)."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).upper()
 
 
 def _field_json(wire_type: WireType, value: Any, version: int) -> Json:
@@ -203,37 +192,10 @@ def metadata_payload(value: bytes | None, offset: int) -> Payload:
 # ------------------------------------------------------------------------------ control records
 
 
-def _voters(ids: tuple[int, ...], directories: tuple[bytes, ...]) -> list[dict]:
-    """LeaderChangeMessage's voters; version 1 gives each its directory id."""
-    if not directories:
-        return [{"voterId": v} for v in ids]
-    return [{"voterId": v, "voterDirectoryId": uuid_str(d)} for v, d in zip(ids, directories)]
-
-
 ControlJson = LeaderChangeMessage | SnapshotHeaderRecord | SnapshotFooterRecord | KRaftVersionRecord | VotersRecord
 
 
 def control_json(message: ControlJson) -> str:
     """A control record's value as Kafka's LeaderChangeMessage-, SnapshotHeaderRecord-,
     SnapshotFooterRecord-, KRaftVersionRecord- and VotersRecordJsonConverter write it."""
-    body: dict = {"version": message.version}
-    if isinstance(message, LeaderChangeMessage):
-        body["leaderId"] = message.leader_id
-        body["voters"] = _voters(message.voters, message.voter_directory_ids)
-        body["grantingVoters"] = _voters(message.granting_voters, message.granting_directory_ids)
-    elif isinstance(message, SnapshotHeaderRecord):
-        body["lastContainedLogTimestamp"] = message.last_contained_log_timestamp
-    elif isinstance(message, KRaftVersionRecord):
-        body["kRaftVersion"] = message.kraft_version
-    elif isinstance(message, VotersRecord):
-        body["voters"] = [
-            {
-                "voterId": v.voter_id,
-                "voterDirectoryId": uuid_str(v.directory_id),
-                "endpoints": [{"name": e.name, "host": e.host, "port": e.port} for e in v.endpoints],
-                "kRaftVersionFeature": {"minSupportedVersion": v.min_kraft_version,
-                                        "maxSupportedVersion": v.max_kraft_version},
-            }
-            for v in message.voters
-        ]
-    return to_json(body)
+    return to_json(control_data(message)[1])

@@ -40,7 +40,6 @@ time (`json_columns`), and the groups' columns are put back in offset order with
 """
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 from operator import attrgetter, methodcaller
 
@@ -56,8 +55,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kraft.metadata import ConfigResourceType, MetadataRecordError, decode_record, uuid_str
+from kraft.metadata import ConfigResourceType, MetadataRecordError, decode_record
 from kraft.metadata.collector import collector_paused
+from kraft.metadata.kafka_form import control_data, type_name
 from kraft.metadata.records import (
     NO_LEADER_CHANGE,
     RECORD_TYPES,
@@ -77,18 +77,11 @@ from kraft.metadata.serde import FRAME_VERSION
 from kraft.records import (
     Compression,
     ControlRecordError,
-    EndTxnMarker,
-    KRaftVersionRecord,
-    LeaderChangeMessage,
     RecordBatch,
     SimpleRecord,
-    SnapshotFooterRecord,
-    SnapshotHeaderRecord,
     UnparsedControl,
-    VotersRecord,
     decode_control_record,
 )
-from kraft.records.control import ControlType
 from kraft.spark.json_columns import object_texts, uuid_strings
 from kraft.spark.rows import arrow_schema, struct_of
 from kraft.storage import SnapshotId
@@ -118,12 +111,6 @@ HISTORY_SCHEMA = struct_of(
 HISTORY_ARROW_SCHEMA = arrow_schema(HISTORY_SCHEMA)
 _DECODED = ("type", "version", "fields", "topic", "topicId", "partition", "leader", "isr", "replicas", "broker")
 _TYPES = {name: HISTORY_ARROW_SCHEMA.field(name).type for name in _DECODED}
-
-
-def type_name(cls: type) -> str:
-    """Kafka's MetadataRecordType name of a record class: TopicRecord -> TOPIC_RECORD (its
-    generator upper-cases MessageGenerator.toSnakeCase of the class name)."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", cls.__name__).upper()
 
 
 # Groups: 0 control records, 1 UNKNOWN, then one per (record type, version) kraft reads.
@@ -179,40 +166,6 @@ def _typed(cls: type, typed: dict) -> dict[str, pa.Array]:
 # ------------------------------------------------------------------------------ control records
 
 
-def _control_json(message: object) -> tuple[str, int, dict]:
-    """(ControlRecordType name, version, Kafka's JSON object) of a decoded control record,
-    as Kafka's LeaderChangeMessage-, SnapshotHeaderRecord-, ... JsonConverters write it
-    (kraft.cli.kafka_json.control_json writes the same, one record at a time: a test holds
-    them equal)."""
-    v = message.version  # type: ignore[attr-defined]
-    if isinstance(message, LeaderChangeMessage):
-        def voters(ids: tuple[int, ...], dirs: tuple[bytes, ...]) -> list[dict]:
-            if v >= 1:
-                return [{"voterId": i, "voterDirectoryId": uuid_str(d)} for i, d in zip(ids, dirs)]
-            return [{"voterId": i} for i in ids]
-
-        return "LEADER_CHANGE", v, {"version": v, "leaderId": message.leader_id,
-                                    "voters": voters(message.voters, message.voter_directory_ids),
-                                    "grantingVoters": voters(message.granting_voters, message.granting_directory_ids)}
-    if isinstance(message, SnapshotHeaderRecord):
-        return "SNAPSHOT_HEADER", v, {"version": v, "lastContainedLogTimestamp": message.last_contained_log_timestamp}
-    if isinstance(message, SnapshotFooterRecord):
-        return "SNAPSHOT_FOOTER", v, {"version": v}
-    if isinstance(message, KRaftVersionRecord):
-        return "KRAFT_VERSION", v, {"version": v, "kRaftVersion": message.kraft_version}
-    if isinstance(message, VotersRecord):
-        return "KRAFT_VOTERS", v, {"version": v, "voters": [
-            {"voterId": voter.voter_id, "voterDirectoryId": uuid_str(voter.directory_id),
-             "endpoints": [{"name": e.name, "host": e.host, "port": e.port} for e in voter.endpoints],
-             "kRaftVersionFeature": {"minSupportedVersion": voter.min_kraft_version,
-                                     "maxSupportedVersion": voter.max_kraft_version}}
-            for voter in message.voters]}
-    if isinstance(message, EndTxnMarker):
-        kind = ControlType.COMMIT if message.committed else ControlType.ABORT
-        return kind.name, v, {"version": v, "coordinatorEpoch": message.coordinator_epoch}
-    raise TypeError(f"not a parsed control message: {message!r}")
-
-
 def _control_rows(keys: list, values: list) -> dict[str, pa.Array]:
     """Control records, one at a time: a log has one per election or snapshot, not per change."""
     types, versions, texts = [], [], []
@@ -226,9 +179,9 @@ def _control_rows(keys: list, values: list) -> dict[str, pa.Array]:
             versions.append(None)
             texts.append(None)
             continue
-        kind, version, data = _control_json(message)
+        kind, data = control_data(message)
         types.append(kind)
-        versions.append(version)
+        versions.append(message.version)
         texts.append(json.dumps(data, separators=(",", ":")))
     return {"type": pa.array(types, pa.string()), "version": pa.array(versions, pa.int32()),
             "fields": pa.array(texts, pa.string())}

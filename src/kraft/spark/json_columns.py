@@ -30,18 +30,13 @@ from operator import attrgetter
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kraft.metadata.kafka_form import camel_case
 from kraft.metadata.schema import BOOL, BYTES, FLOAT64, STRING, UUID, ArrayOf, WireType
 
 Typed = pa.Array | None  # a field's values as a typed column (None for arrays of structs)
 
 _INT32_TYPES = ("int8", "int16", "int32", "uint16")
 _b64 = functools.partial(binascii.b2a_base64, newline=False)
-
-
-def camel_case(snake: str) -> str:
-    """A kraft field name as Kafka's JSON names it: `topic_id` -> `topicId`."""
-    head, *rest = snake.split("_")
-    return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
 def quoted(strings: pa.Array) -> pa.Array:

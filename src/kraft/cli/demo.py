@@ -175,8 +175,9 @@ def summary(cluster: LocalCluster) -> bool:
     return agree
 
 
-def run(directory: Path) -> int:
-    """The demo; 0 if every step ran, the nodes agreed and it all took under two minutes."""
+def run(directory: Path, time_budget_s: float = TIME_BUDGET_S) -> int:
+    """The demo; 0 if every step ran, the nodes agreed and it all took under two minutes
+    (`time_budget_s`; 0 for no limit, as the test suite runs it on a loaded machine)."""
     started = time.monotonic()
     try:
         agree = steps(directory)
@@ -185,8 +186,8 @@ def run(directory: Path) -> int:
         return 1
     elapsed = time.monotonic() - started
     console.print(f"\ndemo finished in {elapsed:.0f} s")
-    if elapsed > TIME_BUDGET_S:
-        console.print(f"[bold red]too slow:[/] the demo must finish within {TIME_BUDGET_S} s")
+    if time_budget_s and elapsed > time_budget_s:
+        console.print(f"[bold red]too slow:[/] the demo must finish within {time_budget_s:.0f} s")
         return 1
     return 0 if agree else 1
 

@@ -26,7 +26,7 @@ def _metadata_shell(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from kraft.cli.demo import run
 
-    return run(Path(args.dir))
+    return run(Path(args.dir), args.time_budget)
 
 
 def _chaos(args: argparse.Namespace) -> int:
@@ -170,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="show the system doing its work end to end")
     demo.add_argument("--dir", default="demo-data", help="where the demo writes its files")
+    demo.add_argument("--time-budget", type=float, default=120, metavar="SECONDS",
+                      help="fail if the demo takes longer (0: no limit)")
     demo.set_defaults(func=_demo)
 
     chaos = sub.add_parser("chaos", help="a local cluster under random kills, pauses and restarts, checked for lost writes")

@@ -1,1 +1,1 @@
-"""cli layer; see ../shared/DESIGN.md."""
+"""cli layer; see docs/architecture.md."""

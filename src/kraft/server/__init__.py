@@ -1,1 +1,1 @@
-"""server layer; see ../shared/DESIGN.md."""
+"""server layer; see docs/architecture.md."""

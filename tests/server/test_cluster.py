@@ -494,3 +494,22 @@ def test_metadata_quorum_refuses_what_it_cannot_do_in_one_line(tmp_path):
     assert out.returncode == 1 and "security.protocol=SASL_SSL is not served by kraft yet" in out.stderr
     out = quorum_tool("--bootstrap-server", "127.0.0.1:1", "describe", "--status", "--human-readable")
     assert out.returncode == 1 and "--human-readable is only supported along with --replication" in out.stderr
+
+
+def test_an_idle_cluster_still_shows_how_far_behind_a_stopped_voter_is(cluster):
+    """The controller writes a NoOp when idle (metadata.max.idle.interval.ms), so a voter
+    that stopped fetching falls behind in offsets even while nothing else is written; an
+    idle log used to show Lag 0 for a voter silent for 18 s."""
+    leader_id, _ = leader(cluster)
+    down = next(n for n in cluster.voter_ids if n != leader_id)
+    cluster.stop(down)
+
+    def lag_of_stopped() -> int:
+        p = describe_quorum(cluster, leader_id)
+        stopped = next(v for v in p.current_voters if v.replica_id == down)
+        return p.high_watermark - stopped.log_end_offset
+
+    wait_for(lambda: lag_of_stopped() >= 3, what="NoOps to move the log past the stopped voter")
+    rows = [line.split("\t") for line in metadata_quorum_cli(cluster.nodes[leader_id].client_port, "replication")]
+    (row,) = [[cell.strip() for cell in r] for r in rows[1:] if r[0].strip() == str(down)]
+    assert int(row[2]) >= 3, row

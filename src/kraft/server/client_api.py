@@ -1,11 +1,14 @@
 """The client listener: what Kafka clients and kraft's tools ask a node.
 
-DescribeQuorum is answered by the core (the leader knows every replica's state); the admin
+DescribeQuorum and FetchSnapshot are answered by the core (the leader knows every
+replica's state, and serves its snapshots to any reader as to replicas: a consumer whose
+position retention removed goes on from the snapshot the log starts at); the admin
 writes by the active controller (admin.py), to which any other node forwards them
 (forwarding.py); consumers' reads of the metadata log by client_reads.py, and configs by
 describe_configs.py; this node's own broker registration and heartbeats run from broker.py.
 """
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from kraft.protocol import KafkaServer
@@ -30,6 +33,7 @@ class ClientApi:
 
     def register(self, server: KafkaServer) -> None:
         server.register(55, 1, 1, self.describe_quorum)
+        server.register(59, 0, 0, self.fetch_snapshot)
         self.forwarding.register(server)
         self.reads.register(server)
         self.configs.register(server)
@@ -54,4 +58,10 @@ class ClientApi:
 
     async def describe_quorum(self, header: Any, request: Any) -> Any:
         return await self.node.handle_raft_request(header, request)
+
+    async def fetch_snapshot(self, header: Any, request: Any) -> Any:
+        """The core's answer, fenced by the leader epoch as on the controller listener; on this
+        listener every fetcher is a consumer, so its ReplicaId is taken as -1 and never counts
+        as a voter's contact (check quorum)."""
+        return await self.node.handle_raft_request(header, dataclasses.replace(request, replica_id=-1))
 

@@ -9,7 +9,8 @@ Kafka consumer can read it from offset 0 to the high watermark:
 - ListOffsets and OffsetForLeaderEpoch answer with leader epochs (KIP-320).
 - Fetch sends the log's own segment bytes (a FileRegion the server sendfile()s), never past
   the high watermark, with DivergingEpoch when the fetcher's last epoch disagrees with the
-  log. With nothing to send it waits, up to the request's MaxWait, for the high watermark
+  log. Below the log start it answers OFFSET_OUT_OF_RANGE, as Kafka does, naming (v12+) the
+  snapshot the log starts at, which FetchSnapshot serves on this listener (client_api). With nothing to send it waits, up to the request's MaxWait, for the high watermark
   or the leadership to change (woken by the node after each step of the core).
 
 Every request naming a CurrentLeaderEpoch is fenced as KIP-320 rules: older than ours is
@@ -425,6 +426,8 @@ class ClientReads:
             entry["error_code"] = error
             if error in _LEADERSHIP_ERRORS:
                 entry["current_leader"] = self._leader_and_epoch()
+            elif error == ErrorCode.offset_out_of_range and offset < log.start_offset and version >= 12:
+                entry["snapshot_id"] = self._snapshot_at(log.start_offset)
             return entry, 0
         entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=log.start_offset)
         if diverging is not None:
@@ -436,6 +439,13 @@ class ClientReads:
         info = log.read(offset, max(limit, 0), upper_bound=hw)
         entry["records"] = info.data if info.size else b""
         return entry, info.size
+
+    def _snapshot_at(self, offset: int) -> dict[str, int]:
+        """The id of the snapshot ending at `offset` (the log start), sent with OFFSET_OUT_OF_RANGE
+        to a fetcher below it: where a reader that can take a snapshot goes on, as a replica
+        would from a SnapshotId answer (KIP-630). Kafka's clients ignore the tagged field."""
+        found = next((s for s in self.node.snapshots.list() if s.end_offset == offset), None)
+        return {"end_offset": found.end_offset, "epoch": found.epoch} if found else {"end_offset": -1, "epoch": -1}
 
     def _divergence(self, last_epoch: int, offset: int) -> tuple[dict[str, int] | None, ErrorCode]:
         """Kafka's leader check of a Fetch's LastFetchedEpoch (-1: none, not checked): the

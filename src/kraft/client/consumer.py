@@ -20,12 +20,24 @@ with the leader's epoch (Kafka's seekValidated), and a warning says so. UNKNOWN_
 FENCED_LEADER_EPOCH and unreachable leaders are retried after a metadata refresh,
 retry_backoff_ms apart. The API is synchronous; the client runs its own event loop inside
 each call.
+
+A position below the log start (retention removed the records after it) is
+OFFSET_OUT_OF_RANGE, handled by the reset policy as in Kafka, unless the consumer was made
+with `snapshot_fallback=True`: then it goes on as a replica does (KIP-630). The leader's
+answer names the snapshot the log starts at; the consumer downloads it with FetchSnapshot,
+chunk by chunk into an unlinked temporary file, and hands it out whole (never part of a
+state): its records come first, each with the snapshot's last contained offset (its end
+offset - 1) and epoch and marked with its id (`ConsumerRecord.snapshot`,
+`FetchedBatches.snapshot`), then the log from the snapshot's end. A snapshot deleted or a
+leader changed while it downloads starts the download again from the answer to a new fetch.
 """
 
 import asyncio
 import logging
+import mmap
+import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
@@ -34,15 +46,17 @@ from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.connection import KafkaConnection
 from kraft.records import Record, RecordBatch, RecordError, read_batches
+from kraft.records.control import ControlType, parse_control_key
 
 log = logging.getLogger("kraft.client")
 
-METADATA_V, LIST_OFFSETS_V, FETCH_V, EPOCH_V = 12, 7, 12, 4
+METADATA_V, LIST_OFFSETS_V, FETCH_V, EPOCH_V, FETCH_SNAPSHOT_V = 12, 7, 12, 4, 0
 EARLIEST, LATEST = -2, -1
 NO_EPOCH = -1
 LEADERSHIP = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
               ErrorCode.leader_not_available}
 RETRIABLE = LEADERSHIP | {ErrorCode.offset_not_available, ErrorCode.unknown_topic_or_partition}
+SNAPSHOT_GONE = {ErrorCode.snapshot_not_found, ErrorCode.position_out_of_range}
 UNREACHABLE = (OSError, ConnectionError, asyncio.TimeoutError)
 
 Reset = Literal["earliest", "latest"]
@@ -104,17 +118,66 @@ class ConsumerRecord:
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
     is_control: bool = False
+    snapshot: OffsetAndEpoch | None = None  # the snapshot's id (end offset, epoch) for its records
 
 
 @dataclass(frozen=True)
 class FetchedBatches:
     """Whole record batches fetched for one partition, in offset order; records below
-    `start` (in the first batch) had been consumed before. `end` is the position after them."""
+    `start` (in the first batch) had been consumed before. `end` is the position after them.
+    With `snapshot` (its id: end offset and epoch), the batches are a whole snapshot's, with
+    the snapshot's own offsets (from 0); its records stand at offset end - 1."""
 
     tp: TopicPartition
     start: int
     batches: list[RecordBatch]
     end: OffsetAndEpoch
+    snapshot: OffsetAndEpoch | None = None
+
+
+class _SnapshotDownload:
+    """A snapshot being fetched: its id and the bytes so far, in an unlinked temporary file
+    (a metadata snapshot can be hundreds of MiB), mapped once complete."""
+
+    def __init__(self, snapshot_id: OffsetAndEpoch) -> None:
+        self.id = snapshot_id
+        self.file = tempfile.TemporaryFile(prefix="kraft-snapshot-")
+        self.size: int | None = None
+
+    @property
+    def position(self) -> int:
+        return self.file.tell()
+
+    def batches(self, tp: TopicPartition) -> list[RecordBatch]:
+        """The complete snapshot's batches, checked: CRCs, offsets from 0, a control batch
+        first (SnapshotHeader) and last (SnapshotFooter), every batch in the snapshot's epoch."""
+        self.file.flush()
+        data = mmap.mmap(self.file.fileno(), self.position, access=mmap.ACCESS_READ) if self.position else b""
+        self.close()
+        try:
+            batches = list(read_batches(data, expected_offset=0))
+            kinds = [_control_type(b) for b in (batches[0], batches[-1])] if batches else []
+        except (RecordError, ValueError) as e:
+            raise ConsumerError(f"{tp}: snapshot {_snapshot_name(self.id)} is corrupt: {e}") from None
+        if kinds != [ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER] or any(
+                b.header.partition_leader_epoch != self.id.leader_epoch for b in batches):
+            raise ConsumerError(f"{tp}: snapshot {_snapshot_name(self.id)} is not one whole snapshot of epoch "
+                                f"{self.id.leader_epoch} (SnapshotHeader first, SnapshotFooter last)")
+        return batches
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _control_type(batch: RecordBatch) -> ControlType | None:
+    if not batch.header.is_control:
+        return None
+    records = batch.records()
+    return ControlType(parse_control_key(records[0].key)) if records else None
+
+
+def _snapshot_name(snapshot_id: OffsetAndEpoch) -> str:
+    return f"(end offset {snapshot_id.offset}, epoch {snapshot_id.leader_epoch})"
 
 
 def _holds(position: int, epoch: int, end_offset: int, end_epoch: int) -> bool:
@@ -144,15 +207,23 @@ class _Partition:
     reset: Reset | None = None
     buffered: list[ConsumerRecord] = field(default_factory=list)  # fetched, not yet returned by poll()
     buffered_end: OffsetAndEpoch | None = None  # the position once `buffered` is all returned
+    download: _SnapshotDownload | None = None  # the snapshot being fetched (snapshot_fallback)
 
     def seek(self, offset: int, epoch: int | None, validated_epoch: int = NO_EPOCH) -> None:
         self.position, self.last_epoch, self.reset, self.validated_epoch = offset, epoch, None, validated_epoch
         self.buffered, self.buffered_end = [], None
+        self.drop_download()
 
     def reset_to(self, policy: Reset | None) -> None:
         """The position is unknown until ListOffsets finds it by `policy` (None: never)."""
         self.position, self.reset = None, policy
         self.buffered, self.buffered_end = [], None
+        self.drop_download()
+
+    def drop_download(self) -> None:
+        if self.download is not None:
+            self.download.close()
+            self.download = None
 
     def advance(self, to: OffsetAndEpoch) -> None:
         self.position, self.last_epoch = to.offset, to.leader_epoch
@@ -172,7 +243,9 @@ class Consumer:
     """An assign-only consumer. `retry_backoff_ms` and `default_api_timeout_ms` are Kafka's
     retry.backoff.ms and default.api.timeout.ms, with their defaults: the pause before
     retrying after a leadership error or an unreachable leader, and how long calls other
-    than poll() keep retrying before they raise."""
+    than poll() keep retrying before they raise. `snapshot_fallback`: a position below the
+    log start goes on from the snapshot the log starts at (see the module docstring) instead
+    of being OFFSET_OUT_OF_RANGE."""
 
     def __init__(
         self,
@@ -187,6 +260,7 @@ class Consumer:
         retry_backoff_ms: int = 100,
         default_api_timeout_ms: int = 60_000,
         include_control: bool = False,
+        snapshot_fallback: bool = False,
     ) -> None:
         if auto_offset_reset not in ("none", "earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be none, earliest or latest, not {auto_offset_reset!r}")
@@ -203,6 +277,7 @@ class Consumer:
         self.retry_backoff = retry_backoff_ms / 1000
         self.api_timeout = default_api_timeout_ms / 1000
         self.include_control = include_control
+        self.snapshot_fallback = snapshot_fallback
         self._loop = asyncio.new_event_loop()
         self._connections: dict[tuple[str, int], KafkaConnection] = {}
         self._partitions: dict[TopicPartition, _Partition] = {}
@@ -252,6 +327,16 @@ class Consumer:
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndEpoch]:
         return self._run(self._list_offsets(list(partitions), LATEST, self._api_deadline()))
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, OffsetAndEpoch | None]:
+        """Kafka's offsetsForTimes: per partition, the first offset whose record's timestamp
+        (ms) is at or after the one given, with that record's epoch; None where there is none."""
+        found = {}
+        for tp, timestamp in timestamps.items():
+            if timestamp < 0:
+                raise ValueError(f"{tp}: timestamp {timestamp} is negative")
+            found[tp] = self._run(self._list_offsets([tp], timestamp, self._api_deadline()))[tp]
+        return {tp: at if at.offset >= 0 else None for tp, at in found.items()}
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the positions on, in offset order per partition (empty at the timeout).
@@ -304,6 +389,8 @@ class Consumer:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            for state in self._partitions.values():
+                state.drop_download()
             for conn in self._connections.values():
                 conn.close()
             self._loop.run_until_complete(asyncio.sleep(0))
@@ -509,13 +596,29 @@ class Consumer:
             await self._backoff(deadline)
             return []
         by_leader: dict[int | None, list[TopicPartition]] = {}
-        for tp, state in self._partitions.items():
-            if state.position is not None and not state.buffered and not state.awaits_validation:
-                by_leader.setdefault(state.leader, []).append(tp)
-        wait_s = max(0.0, deadline - time.monotonic())
         out: list[FetchedBatches] = []
         error: ConsumerError | None = None
-        retry = None in by_leader
+        retry = False
+        for tp, state in self._partitions.items():
+            if state.position is None or state.buffered or state.awaits_validation:
+                continue
+            if state.download is None:
+                by_leader.setdefault(state.leader, []).append(tp)
+                continue
+            try:
+                snapshot = await self._download(tp, state)
+            except UNREACHABLE:
+                retry = True
+                continue
+            except ConsumerError as e:
+                error = error or e
+                continue
+            if snapshot is not None:
+                out.append(snapshot)
+        if out:
+            return out  # a whole snapshot is a poll's worth; the log after it comes next
+        wait_s = max(0.0, deadline - time.monotonic())
+        retry = retry or None in by_leader
         for leader, tps in by_leader.items():
             address = self._cluster.brokers.get(leader) if leader is not None else None
             if address is None:
@@ -543,6 +646,45 @@ class Consumer:
             await self._backoff(deadline)
         return out
 
+    async def _download(self, tp: TopicPartition, state: _Partition) -> FetchedBatches | None:
+        """One FetchSnapshot round of `state.download` at its leader; the whole snapshot once
+        its last chunk is in (`end` is the snapshot's end, where the position goes). A snapshot the
+        leader no longer has, or a new leader, starts over from a fresh fetch's answer."""
+        download = state.download
+        assert download is not None and state.position is not None
+        if state.leader is None or state.leader not in self._cluster.brokers:
+            await self._refresh_metadata()
+        address = self._cluster.brokers.get(state.leader) if state.leader is not None else None
+        if address is None:
+            raise ConnectionError(f"no leader known for {tp}")
+        sid = download.id
+        response = await self._request(address, build_request(59, FETCH_SNAPSHOT_V, {
+            "cluster_id": None, "replica_id": -1, "max_bytes": self.fetch_max_bytes,
+            "topics": [{"name": tp.topic, "partitions": [{
+                "partition": tp.partition, "current_leader_epoch": state.leader_epoch,
+                "snapshot_id": {"end_offset": sid.offset, "epoch": sid.leader_epoch},
+                "position": download.position}]}],
+        }))
+        p = response.topics[0].partitions[0] if response.topics and response.topics[0].partitions else None
+        error = response.error_code if p is None or response.error_code != ErrorCode.none else p.error_code
+        if error in LEADERSHIP or error in SNAPSHOT_GONE:
+            log.info("%s: snapshot %s download starts again (%s)", tp, _snapshot_name(sid), error.name)
+            state.drop_download()
+            state.leader = None
+            return None
+        if error != ErrorCode.none:
+            raise ConsumerError(f"FetchSnapshot {tp} {_snapshot_name(sid)}: {error.name}")
+        if p.position != download.position:
+            raise ConsumerError(f"FetchSnapshot {tp}: asked for position {download.position}, got {p.position}")
+        download.file.write(p.unaligned_records or b"")
+        download.size = p.size
+        if download.position < p.size:
+            return None
+        if download.position > p.size:
+            raise ConsumerError(f"FetchSnapshot {tp}: {download.position} bytes of a {p.size}-byte snapshot")
+        state.download = None  # the position moves to its end once the caller has the batches
+        return FetchedBatches(tp, 0, download.batches(tp), sid, snapshot=sid)
+
     def _fetch_request(self, tps: list[TopicPartition], wait_s: float) -> Any:
         topics: dict[str, list[dict]] = {}
         for tp in tps:
@@ -568,6 +710,12 @@ class Consumer:
                 state.leader, state.leader_epoch = p.current_leader.leader_id, p.current_leader.leader_epoch
             return None
         if p.error_code == ErrorCode.offset_out_of_range:
+            snapshot = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
+            if self.snapshot_fallback and snapshot.offset > state.position and snapshot.leader_epoch >= 0:
+                log.info("%s: offset %s is below the log start %d; reading snapshot %s, then the log from there",
+                         tp, state.position, snapshot.offset, _snapshot_name(snapshot))
+                state.download = _SnapshotDownload(snapshot)
+                return None
             if self.auto_offset_reset == "none":
                 raise OffsetOutOfRangeError({tp: state.position})
             log.warning("%s: offset %s is out of range; resetting to the %s offset", tp, state.position,
@@ -615,7 +763,8 @@ class Consumer:
             taken, state.buffered = state.buffered[:room], state.buffered[room:]
             out += taken
             if state.buffered:
-                state.advance(OffsetAndEpoch(taken[-1].offset + 1, taken[-1].leader_epoch))
+                if taken[-1].snapshot is None:  # part of a snapshot: the position stays before it
+                    state.advance(OffsetAndEpoch(taken[-1].offset + 1, taken[-1].leader_epoch))
             else:
                 assert state.buffered_end is not None
                 state.advance(state.buffered_end)
@@ -623,7 +772,7 @@ class Consumer:
         return out
 
     def _records(self, fetched: FetchedBatches) -> list[ConsumerRecord]:
-        tp, out = fetched.tp, []
+        tp, out, snapshot = fetched.tp, [], fetched.snapshot
         for batch in fetched.batches:
             h = batch.header
             if h.is_control and not self.include_control:
@@ -632,6 +781,7 @@ class Consumer:
                 records: list[Record] = batch.records()
             except RecordError as e:
                 raise ConsumerError(f"{tp}: corrupt batch at offset {h.base_offset}: {e}") from None
-            out += [ConsumerRecord(tp.topic, tp.partition, r.offset, h.partition_leader_epoch, r.timestamp, r.key,
-                                   r.value, r.headers, h.is_control) for r in records if r.offset >= fetched.start]
+            out += [ConsumerRecord(tp.topic, tp.partition, r.offset if snapshot is None else snapshot.offset - 1,
+                                   h.partition_leader_epoch, r.timestamp, r.key, r.value, r.headers, h.is_control,
+                                   snapshot) for r in records if r.offset >= fetched.start]
         return out

@@ -10,7 +10,7 @@ import pytest
 from kraft.protocol import ErrorCode
 from kraft.raft import Role
 from kraft.raft import messages as m
-from kraft.raft.core import MAX_EPOCH, MAX_REQUESTED_EPOCH
+from kraft.raft.gate import MAX_EPOCH, MAX_REQUESTED_EPOCH
 from kraft.storage import ElectionState
 
 from .conftest import Node, follower_batch, leader_node, partition

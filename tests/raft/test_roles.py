@@ -268,11 +268,11 @@ def test_an_observer_follows_its_lost_leader_again_when_that_leader_answers_itse
 )
 def test_a_leader_announcement_from_an_older_epoch_is_fenced(announcement):
     node = Node(1, state=ElectionState(5, 3, None, (1, 2, 3)))
-    deadline = node.core._fetch_deadline
+    deadline = node.core.state.fetch_deadline
     p = partition(node.request(announcement()))
     assert p.error_code == ErrorCode.fenced_leader_epoch
     assert (p.leader_id, p.leader_epoch) == (3, 5), "the answer names the leader it knows"
     assert (node.core.role, node.core.epoch, node.core.leader_id) == (Role.FOLLOWER, 5, 3)
-    assert node.core._fetch_deadline == deadline, "an old leader's EndQuorumEpoch does not start an election"
+    assert node.core.state.fetch_deadline == deadline, "an old leader's EndQuorumEpoch does not start an election"
     node.advance(1)
     assert node.core.role == Role.FOLLOWER and node.core.leader_id == 3

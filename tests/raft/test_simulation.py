@@ -108,11 +108,11 @@ def test_a_voter_that_grants_every_vote_is_caught(monkeypatch):
 def test_a_leader_that_counts_unflushed_entries_is_caught(monkeypatch):
     original = RaftCore._advance_high_watermark
 
-    def eager(core):
+    def eager(core, leader):
         flushed = core.log.last_flushed_offset
         core.log._flushed = core.log.end_offset  # pretend everything is on disk
         try:
-            return original(core)
+            return original(core, leader)
         finally:
             core.log._flushed = flushed
 

@@ -55,7 +55,7 @@ def test_create_snapshot_is_refused_unless_it_is_a_committed_prefix_of_this_log(
     with pytest.raises(SnapshotError, match="at least one record"):
         leader.core.create_snapshot(SnapshotId(0, 0), 0)
     assert take_snapshot(leader, 5) == SnapshotId(5, 1)
-    leader.core._set_start_offset(SnapshotId(5, 1), "test")
+    leader.core.log_start.move_to(SnapshotId(5, 1), "test")
     with pytest.raises(SnapshotError, match="log starts at 5"):
         leader.core.create_snapshot(SnapshotId(3, 1), 0)
 
@@ -84,7 +84,7 @@ def snapshotted_leader_of_epoch_2():
     assert leader.core.high_watermark == 12
     take_snapshot(leader, 5)
     take_snapshot(leader, 12)
-    leader.core._set_start_offset(SnapshotId(5, 1), "test")
+    leader.core.log_start.move_to(SnapshotId(5, 1), "test")
     return leader
 
 
@@ -139,7 +139,7 @@ def test_the_empty_snapshot_0_0_is_never_sent_to_a_fetcher():
 def test_a_fetch_at_the_log_start_with_the_snapshots_epoch_reads_the_log():
     leader = committed_leader()
     take_snapshot(leader, 5)
-    leader.core._set_start_offset(SnapshotId(5, 1), "test")
+    leader.core.log_start.move_to(SnapshotId(5, 1), "test")
     p = partition(leader.request(fetch(offset=5, last_epoch=1)))
     assert p.snapshot_id.end_offset == -1 and p.records
 
@@ -263,12 +263,12 @@ def test_a_follower_downloads_validates_freezes_truncates_and_loads():
     request = answer(follower, leader.request(fetch(offset=2, last_epoch=0)))
     assert isinstance(request, m.FetchRequest)
     chunks = 0
-    while follower.core._download is not None or chunks == 0:
+    while follower.core.state.download is not None or chunks == 0:
         follower.advance(0)
         sends = follower.sends()
         (send,) = sends
         assert isinstance(send.request, m.FetchSnapshotRequest)
-        assert partition(send.request).position == (follower.core._download.size if follower.core._download else 0)
+        assert partition(send.request).position == (follower.core.state.download.writer.size if follower.core.state.download else 0)
         response = leader.request(replace(send.request, max_bytes=1000))
         follower.core.handle_response(send.request_id, response, follower.now)
         chunks += 1
@@ -293,7 +293,7 @@ def test_a_download_that_the_leader_refuses_is_dropped_and_rediscovered(error):
         [(m.METADATA_TOPIC, [m.fetch_snapshot_partition(0, error, (7, 1), leader_id=1, epoch=1)])]
     )
     answer(follower, refusal)
-    assert follower.core._download is None and follower.snapshots.list() == []
+    assert follower.core.state.download is None and follower.snapshots.list() == []
     follower.advance(follower.config.retry_backoff_ms)
     (send,) = follower.sends()
     assert isinstance(send.request, m.FetchRequest)
@@ -325,7 +325,7 @@ def test_a_restart_in_the_middle_of_a_download_starts_over_cleanly_and_finishes(
     follower.advance(0)
     (send,) = follower.sends()
     follower.core.handle_response(send.request_id, leader.request(replace(send.request, max_bytes=500)), follower.now)
-    assert follower.core._download.size == 500 and list(directory.glob("*.part")), "half downloaded"
+    assert follower.core.state.download.writer.size == 500 and list(directory.glob("*.part")), "half downloaded"
     # kill -9: the process is gone; the directory is opened again by a new core.
     follower.log = FileLog(directory)
     follower.snapshots = FileSnapshotStore(directory)

@@ -94,7 +94,7 @@ def test_a_rejected_newer_epoch_does_not_restart_the_election_timer():
     """A candidate with a stale log campaigning again and again must not hold off the
     voters that can win (they time out and campaign themselves)."""
     n = node_with_log([(3, 1, 0)])
-    deadline = n.core._election_deadline
+    deadline = n.core.state.election_deadline
     n.now = deadline - 10
     n.request(vote(epoch=7, candidate=2, last_epoch=0, last_offset=0))
     assert n.core.epoch == 7 and n.core.role == Role.UNATTACHED
@@ -104,7 +104,7 @@ def test_a_rejected_newer_epoch_does_not_restart_the_election_timer():
 
 def test_a_granted_vote_restarts_the_election_timer():
     n = Node(1)
-    n.now = n.core._election_deadline - 10
+    n.now = n.core.state.election_deadline - 10
     n.request(vote(epoch=1, candidate=2))
     n.advance(10)
     assert n.core.role == Role.VOTED
@@ -113,7 +113,7 @@ def test_a_granted_vote_restarts_the_election_timer():
 def split_candidate():
     """Node 1, candidate of epoch 1 in a three-voter quorum, with its Vote requests out."""
     n = Node(1, election_timeout_ms=1000, election_backoff_max_ms=100)
-    n.advance(n.core._election_deadline)
+    n.advance(n.core.state.election_deadline)
     assert n.core.role == Role.CANDIDATE
     return n, {s.destination: s for s in n.sends(m.VoteRequest)}
 
@@ -123,7 +123,7 @@ def test_a_candidate_refused_by_one_voter_and_unable_to_reach_the_other_backs_of
     connection already make a majority this candidate cannot get, so it backs off and
     tries again without waiting out its election timeout."""
     n, votes = split_candidate()
-    deadline = n.core._election_deadline
+    deadline = n.core.state.election_deadline
     n.core.handle_send_failure(votes[3].request_id, n.now)  # the dead leader's port
     n.core.handle_response(votes[2].request_id, m.vote_response(ErrorCode.none, -1, 1, False), n.now)
     n.advance(n.config.election_backoff_max_ms + 1)
@@ -133,7 +133,7 @@ def test_a_candidate_refused_by_one_voter_and_unable_to_reach_the_other_backs_of
 
 def test_a_refusal_alone_is_not_a_lost_election():
     n, votes = split_candidate()
-    deadline = n.core._election_deadline
+    deadline = n.core.state.election_deadline
     n.core.handle_response(votes[2].request_id, m.vote_response(ErrorCode.none, -1, 1, False), n.now)
     n.advance(n.config.election_backoff_max_ms + 1)
     assert n.core.epoch == 1, "voter 3 may still grant"

@@ -7,6 +7,9 @@ on the leader only once it is on disk.
 """
 
 from dataclasses import dataclass, field
+from typing import Any
+
+from kraft.raft import messages as m
 
 
 @dataclass
@@ -96,3 +99,17 @@ class LeaderState:
     def expire_observers(self, now: int, expiry_ms: int) -> None:
         for rid in [r for r, p in self.observer_progress.items() if now - p.last_fetch_ms > expiry_ms]:
             del self.observer_progress[rid]
+
+    def replica_states(self, log_end_offset: int, now: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """DescribeQuorum's voters and observers. The leader reports itself at its log end,
+        fetched and caught up as of now."""
+
+        def states(progress: dict[int, ReplicaProgress]) -> tuple[Any, ...]:
+            return tuple(
+                m.replica_state(p.replica_id, log_end_offset, now, now)
+                if p.replica_id == self.node_id
+                else m.replica_state(p.replica_id, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
+                for p in sorted(progress.values(), key=lambda p: p.replica_id)
+            )
+
+        return states(self.voter_progress), states(self.observer_progress)

@@ -43,6 +43,16 @@ FetchSnapshotResponse = fs_resp.FetchSnapshotResponse
 DescribeQuorumRequest = dq_req.DescribeQuorumRequest
 DescribeQuorumResponse = dq_resp.DescribeQuorumResponse
 
+# The partitions the core reads fields of.
+VoteRequestPartition = vote_req.PartitionData
+LeaderAnnouncement = bqe_req.PartitionData | eqe_req.PartitionData
+FetchRequestPartition = fetch_req.FetchPartition
+
+RaftRequest = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
+               | DescribeQuorumRequest)
+RaftResponse = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
+                | FetchSnapshotResponse | DescribeQuorumResponse)
+
 
 def is_metadata_topic(topic: Any) -> bool:
     """Topics are named (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum: topic_name;

@@ -23,9 +23,16 @@ a snapshot is as old as what it holds (Kafka's retention.ms measures it the same
 Kafka has no `metadata.start.offset.lag.time.max.ms` timer to follow).
 """
 
+import logging
 from collections.abc import Mapping, Sequence
 
-from kraft.storage import SnapshotId
+from kraft.raft.config import RaftConfig
+from kraft.raft.leader import LeaderState
+from kraft.raft.roles import Role
+from kraft.raft.snapshot_catalog import SnapshotCatalog
+from kraft.storage import ReplicatedLog, SnapshotId, SnapshotStore
+
+log = logging.getLogger("kraft.raft")
 
 
 def leader_target(
@@ -79,3 +86,74 @@ def follower_target(snapshots: Sequence[SnapshotId], leader_start_offset: int) -
     """The largest local snapshot not past the leader's log start offset."""
     eligible = [s for s in snapshots if s.end_offset <= leader_start_offset]
     return max(eligible) if eligible else None
+
+
+class LogStart:
+    """Applies the rules above to a replica's log and snapshots, every cleanup interval.
+
+    Retention decides how far the log start may move (Kafka's KafkaMetadataLog.maybeClean,
+    called from every replica's poll loop); the leader holds a move back while a live
+    replica still needs the records it would remove (KIP-630), and followers also follow
+    the leader's log start. A replica between leaders waits for one: no one knows then what
+    the replicas still need.
+    """
+
+    def __init__(self, config: RaftConfig, log: ReplicatedLog, snapshots: SnapshotStore,
+                 catalog: SnapshotCatalog) -> None:
+        self.config = config
+        self.log = log
+        self.snapshots = snapshots
+        self.catalog = catalog
+        self.leader_start_offset = 0  # a follower's view of the leader's log start offset
+        self._next_cleanup = 0
+
+    def maybe_clean(self, now: int, role: Role, leader: LeaderState | None, high_watermark: int | None) -> None:
+        if now < self._next_cleanup:
+            return
+        self._next_cleanup = now + self.config.cleanup_interval_ms
+        ids = self.snapshots.list()
+        if not ids or role not in (Role.LEADER, Role.FOLLOWER):
+            return
+        if role == Role.FOLLOWER:
+            target = follower_target(ids, self.leader_start_offset)
+            if target is not None:
+                self.move_to(target, f"the leader's log starts at {self.leader_start_offset}")
+        kept = self.snapshots.list()
+        timestamps = self.catalog.timestamps
+        retained = retention_target(
+            kept,
+            self.catalog.sizes,
+            timestamps,
+            {sid.end_offset: self.log.bytes_from(sid.end_offset) for sid in kept},
+            now,
+            self.config.max_retention_bytes,
+            self.config.max_retention_ms,
+        )
+        if retained is None:
+            return
+        if leader is None:
+            self.move_to(retained, "metadata.max.retention.bytes/ms")
+            return
+        limit = min(high_watermark if high_watermark is not None else 0, self.log.end_offset)
+        recent = now - self.config.fetch_timeout_ms
+        young = leader.started_ms >= recent  # a voter not heard from yet may still come
+        live = [
+            p.end_offset
+            for rid, p in {**leader.voter_progress, **leader.observer_progress}.items()
+            if rid != self.config.node_id and (p.last_fetch_ms >= recent or (young and rid in self.config.voters))
+        ]
+        candidates = [s for s in kept if self.log.start_offset < s.end_offset <= limit]
+        target = leader_target(retained, candidates, live, timestamps, now, self.config.start_offset_lag_time_max_ms)
+        if target is not None:
+            why = ("metadata.max.retention.bytes/ms" if all(o >= target.end_offset for o in live)
+                   else "metadata.max.retention.bytes/ms; metadata.start.offset.lag.time.max.ms passed")
+            self.move_to(target, why)
+
+    def move_to(self, snapshot: SnapshotId, why: str) -> None:
+        """Moves the log start to a snapshot's end and deletes the snapshots before it."""
+        if snapshot.end_offset <= self.log.start_offset or snapshot.end_offset > self.log.end_offset:
+            return
+        log.info("node %d: log start offset %d -> %d (%s)", self.config.node_id, self.log.start_offset,
+                 snapshot.end_offset, why)
+        self.log.advance_start_offset(snapshot.end_offset)
+        self.snapshots.delete_before(snapshot.end_offset)

@@ -1,0 +1,152 @@
+"""What each role of a replica holds, and nothing else.
+
+A replica is in exactly one role at a time, and the state that only one role uses lives on
+that role's object: a candidate's votes, a follower's fetch deadline and snapshot download,
+a resigned leader's successors, a leader's replica progress, queued appends and parked
+fetches. Entering a role makes a new object, so nothing of the previous role survives by
+accident. `QuorumState` (quorum_state.py) decides which transitions are allowed and makes
+them durable; the core acts in each role.
+
+Each role answers two questions about time: `deadlines()`, when tick() has something to do
+for it, and `timeout_deadline()`, when it would start an election on its own (None: it
+does not; the leader never times out into an election, it resigns).
+"""
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraft.raft.accumulator import BatchAccumulator
+from kraft.raft.leader import LeaderState
+from kraft.raft.snapshot_fetch import SnapshotDownload
+
+
+class Role(enum.Enum):
+    UNATTACHED = "unattached"
+    VOTED = "voted"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    RESIGNED = "resigned"
+
+
+@dataclass(slots=True)
+class Unattached:
+    """No leader known in this epoch and no vote cast. A voter campaigns at the deadline
+    (None for an observer, which looks for a leader instead)."""
+
+    election_deadline: int | None
+    # An observer's (epoch, leader) that it stopped following when its fetches timed out.
+    abandoned: tuple[int, int] | None = None
+    role = Role.UNATTACHED
+
+    def deadlines(self, now: int) -> list[int]:
+        return [] if self.election_deadline is None else [self.election_deadline]
+
+    def timeout_deadline(self) -> int | None:
+        return self.election_deadline
+
+
+@dataclass(slots=True)
+class Voted:
+    """Voted for `QuorumState.voted_id` in this epoch; waits for that candidate to win."""
+
+    election_deadline: int
+    role = Role.VOTED
+
+    def deadlines(self, now: int) -> list[int]:
+        return [self.election_deadline]
+
+    def timeout_deadline(self) -> int | None:
+        return self.election_deadline
+
+
+@dataclass(slots=True)
+class Candidate:
+    """Campaigning: its own vote and the voters' answers in this round. After losing a
+    round it backs off until `backoff_until`, then campaigns in the next epoch."""
+
+    election_deadline: int
+    granted: set[int]
+    rejected: set[int] = field(default_factory=set)
+    unreachable: set[int] = field(default_factory=set)  # voters whose Vote request could not be sent
+    backoff_until: int | None = None
+    role = Role.CANDIDATE
+
+    def deadlines(self, now: int) -> list[int]:
+        return [self.timeout_deadline()]
+
+    def timeout_deadline(self) -> int:
+        return self.backoff_until if self.backoff_until is not None else self.election_deadline
+
+
+@dataclass(slots=True)
+class Follower:
+    """Following `QuorumState.leader_id`: fetches from it until `fetch_deadline` passes
+    without an answer (sooner when it resigned with EndQuorumEpoch)."""
+
+    fetch_deadline: int
+    leader_resigned: bool = False
+    download: SnapshotDownload | None = None
+    role = Role.FOLLOWER
+
+    def deadlines(self, now: int) -> list[int]:
+        return [self.fetch_deadline]
+
+    def timeout_deadline(self) -> int | None:
+        return self.fetch_deadline
+
+
+@dataclass(slots=True)
+class Resigned:
+    """A leader that stepped down (or restarted after leading this epoch): tells every
+    voter with EndQuorumEpoch, naming its successors, until each has acknowledged."""
+
+    election_deadline: int
+    successors: tuple[int, ...]
+    end_quorum_acked: set[int]
+    role = Role.RESIGNED
+
+    def deadlines(self, now: int) -> list[int]:
+        return [self.election_deadline]
+
+    def timeout_deadline(self) -> int | None:
+        return self.election_deadline
+
+
+@dataclass(slots=True)
+class ParkedFetch:
+    """A replica's Fetch with nothing to answer yet: answered when data or a new high
+    watermark comes, or its MaxWait runs out."""
+
+    handle: Any
+    replica_id: int
+    fetch_offset: int
+    max_bytes: int
+    deadline: int
+
+
+@dataclass(slots=True)
+class Leader:
+    """Leading: the replicas' progress and high watermark (LeaderState), the appends not
+    yet in the log, and the fetches parked until there is something to send."""
+
+    progress: LeaderState
+    appends: BatchAccumulator
+    fetch_timeout_ms: int
+    parked: list[ParkedFetch] = field(default_factory=list)
+    role = Role.LEADER
+
+    def deadlines(self, now: int) -> list[int]:
+        out = [p.deadline for p in self.parked]
+        out.append(self.progress.quorum_contact_ms(now) + self.fetch_timeout_ms)
+        linger = self.appends.deadline()
+        if linger is not None:
+            out.append(linger)
+        return out
+
+    def timeout_deadline(self) -> int | None:
+        return None
+
+
+RoleState = Unattached | Voted | Candidate | Follower | Resigned | Leader

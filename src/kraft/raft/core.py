@@ -28,7 +28,6 @@ disk; the leader counts its own log only up to its flushed end.
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from random import Random
 from typing import Any
 
@@ -37,26 +36,28 @@ from kio.schema.errors import ErrorCode
 from kraft.raft import messages as m
 from kraft.raft import snapshot_fetch
 from kraft.raft.accumulator import BatchAccumulator
+from kraft.raft.announcements import Announcements
+from kraft.raft.commits import CommitDelivery
 from kraft.raft.config import RaftConfig
 from kraft.raft.epochs import EpochHistory, fence
-from kraft.raft.errors import InvariantViolation, NotLeaderError
+from kraft.raft.errors import NotLeaderError
 from kraft.raft.gate import MAX_EPOCH, Gate
 from kraft.raft.leader import LeaderState
-from kraft.raft.listener import CommittedBatch, LeaderAndEpoch, Listener
+from kraft.raft.listener import LeaderAndEpoch, Listener
 from kraft.raft.metrics import SnapshotMetrics
+from kraft.raft.outbox import Outbox, Reply, Send
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.retention import LogStart
-from kraft.raft.roles import Candidate, Follower, Leader, ParkedFetch, Resigned, Role, RoleState, Unattached, Voted
+from kraft.raft.roles import Candidate, Follower, Leader, ParkedFetch, Resigned, Role, RoleState, Unattached
 from kraft.raft.snapshot_catalog import SnapshotCatalog
 from kraft.raft.snapshot_fetch import DownloadFailed, SnapshotDownload
-from kraft.records import LeaderChangeMessage, SimpleRecord, build_control_batch, read_batches
+from kraft.records import LeaderChangeMessage, SimpleRecord, build_control_batch
 from kraft.storage import (
     InvalidAppendError,
     MemorySnapshotStore,
     OffsetAndEpoch,
     QuorumStateStore,
     ReplicatedLog,
-    SnapshotError,
     SnapshotId,
     SnapshotStore,
     SnapshotWriter,
@@ -66,26 +67,6 @@ from kraft.storage import (
 log = logging.getLogger("kraft.raft")
 
 NO_LEADER = m.NO_LEADER
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    request_id: int
-    destination: int
-    request: m.RaftRequest
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    handle: Any
-    response: m.RaftResponse
-
-
-@dataclass(slots=True)
-class _InFlight:
-    request_id: int
-    destination: int
-    deadline: int
 
 
 class RaftCore:
@@ -107,19 +88,17 @@ class RaftCore:
         self.metrics = metrics
         self.rng = rng
         self.listener = listener
-        self.quorum = QuorumState(config.node_id, config.voters, store)
+        self.gate = Gate(config)
+        self.quorum = QuorumState(config, store, rng, self.gate, self._switched)
         self.history = EpochHistory(raft_log, self.snapshots)
         self.catalog = SnapshotCatalog(self.snapshots, metrics)
-        self.outbox: list[Send | Reply] = []
+        self.outbox = Outbox(config.request_timeout_ms, config.retry_backoff_ms)
         self.high_watermark: int | None = None
         self._now_hint = now  # the time of the step in progress (or the last one)
-        self._applied = raft_log.start_offset  # next offset to hand to the listener
-        self._next_request_id = 0
-        self._in_flight: dict[int, _InFlight] = {}  # destination -> its one outstanding request
-        self._retry_at: dict[int, int] = {}
+        self.commits = CommitDelivery(raft_log, listener, config.max_fetch_bytes)
         self._max_batch_bytes = min(config.max_batch_bytes, raft_log.max_batch_bytes)
         self._notified: LeaderAndEpoch | None = None
-        self.gate = Gate(config)
+        self.announcements = Announcements(config, self.quorum, self.outbox, self.gate)
         self.log_start = LogStart(config, raft_log, self.snapshots, self.catalog)
         self._start(now)
 
@@ -178,15 +157,12 @@ class RaftCore:
         return state.progress if isinstance(state, Leader) else None
 
     def poll_outbox(self) -> list[Send | Reply]:
-        out, self.outbox = self.outbox, []
-        return out
+        return self.outbox.take()
 
     def next_deadline(self) -> int:
         """The earliest time at which tick() has something to do."""
         now = self._now_hint
-        deadlines = [f.deadline for f in self._in_flight.values()]
-        deadlines += self.state.deadlines(now)
-        deadlines += [t for d, t in self._retry_at.items() if d not in self._in_flight]
+        deadlines = self.outbox.deadlines() + self.state.deadlines(now)
         if not deadlines:
             return now + self.config.election_timeout_ms
         # A deadline already passed is one the last step could not act on yet (a fetch
@@ -205,7 +181,7 @@ class RaftCore:
 
     def handle_response(self, request_id: int, response: m.RaftResponse, now: int) -> None:
         self._now_hint = now
-        destination = self._complete_request(request_id)
+        destination = self.outbox.complete(request_id)
         if destination is not None:
             handler = self._response_handlers.get(type(response))
             if handler is None:
@@ -215,9 +191,9 @@ class RaftCore:
 
     def handle_send_failure(self, request_id: int, now: int) -> None:
         self._now_hint = now
-        destination = self._complete_request(request_id)
+        destination = self.outbox.complete(request_id)
         if destination is not None:
-            self._retry_at[destination] = now + self.config.retry_backoff_ms
+            self.outbox.back_off(destination, now)
             state = self.state
             if isinstance(state, Candidate) and destination in self.config.voters:
                 state.unreachable.add(destination)
@@ -229,10 +205,7 @@ class RaftCore:
 
     def tick(self, now: int) -> None:
         self._now_hint = now
-        for destination, f in list(self._in_flight.items()):
-            if now >= f.deadline:
-                del self._in_flight[destination]
-                self._retry_at[destination] = now
+        self.outbox.expire(now)
         self._poll(now)
 
     # ================================================================ state machine API
@@ -269,90 +242,36 @@ class RaftCore:
             self._become_resigned(now)
         self._poll(now)
 
-    # ================================================================ startup
+    # ================================================================ startup and transitions
 
     def _start(self, now: int) -> None:
         latest = validate_snapshots_and_log(self.snapshots, self.log)
         self._observe_snapshots(now)
         if latest is not None:
             self._load_snapshot(latest)
-        state = self.quorum.read()
-        log_epoch = self.history.last_epoch()
-        if state is None or state.epoch < log_epoch:
-            epoch = max(log_epoch, state.epoch if state else 0)
-            self._enter(self._unattached(now), epoch, None, None, restore=True, force_write=True)
-        elif state.leader_id == self.node_id:
-            # We led this epoch before a restart: we cannot know what happened since, so do
-            # not lead again in it; resign and let an election pick the next epoch's leader.
-            others = tuple(v for v in self.config.voters if v != self.node_id)
-            resigned = Resigned(self._election_timer(now), others, {self.node_id})
-            self._enter(resigned, state.epoch, self.node_id, state.voted_id, restore=True)
-        elif state.leader_id is not None:
-            self._enter(Follower(now + self.config.fetch_timeout_ms), state.epoch, state.leader_id, None, restore=True)
-        elif state.voted_id == self.node_id and self.is_voter:
-            self._enter(self._candidate(now), state.epoch, None, self.node_id, restore=True)
-            self._maybe_win(now)
-        elif state.voted_id is not None:
-            self._enter(Voted(self._election_timer(now)), state.epoch, None, state.voted_id, restore=True)
-        else:
-            self._enter(self._unattached(now), state.epoch, None, None, restore=True)
+        self.quorum.restore(self.quorum.store.read(), self.history.last_epoch(), now)
+        self._maybe_win(now)  # a restored candidate of a single-voter quorum
         self._poll(now)
 
-    # ================================================================ transitions
-
-    def _enter(self, state: RoleState, epoch: int, leader_id: int | None, voted_id: int | None,
-               restore: bool = False, force_write: bool = False) -> None:
-        """Enters a role: durably (QuorumState), then what leaving the last one means."""
-        old = self.state
-        # A leader's parked fetches are answered as of the epoch it led.
-        refusals = ([Reply(p.handle, self._fetch_error(ErrorCode.not_leader_or_follower)) for p in old.parked]
-                    if isinstance(old, Leader) else [])
-        if restore:
-            self.quorum.restore(state, epoch, leader_id, voted_id, force_write)
-        else:
-            self.quorum.transition(state, epoch, leader_id, voted_id)
-        self.outbox.extend(refusals)
+    def _switched(self, old: RoleState, old_epoch: int) -> None:
+        """What leaving a role means, once the new one is durable (QuorumState calls this)."""
+        if isinstance(old, Leader):  # its parked fetches are answered as of the epoch it led
+            error = m.fetch_response(ErrorCode.not_leader_or_follower, leader_id=self.node_id, epoch=old_epoch)
+            for parked in old.parked:
+                self.outbox.reply(parked.handle, error)
         if isinstance(old, Follower) and old.download is not None:
             old.download.abort("the replica changed state")
-        self._in_flight.clear()
-        self._retry_at.clear()
+        self.outbox.forget()
         self._notify_leader_change()
-
-    def _election_timer(self, now: int) -> int:
-        timeout = self.config.election_timeout_ms
-        return now + timeout + self.rng.randrange(timeout)
-
-    def _unattached(self, now: int, abandoned: tuple[int, int] | None = None) -> Unattached:
-        timer = self._election_timer(now)  # drawn for observers too: the random sequence is the same
-        return Unattached(timer if self.is_voter else None, abandoned)
-
-    def _candidate(self, now: int) -> Candidate:
-        return Candidate(self._election_timer(now), granted={self.node_id})
-
-    def _become_unattached(self, epoch: int, now: int, abandoned: tuple[int, int] | None = None) -> None:
-        current = self.state
-        if abandoned is None and isinstance(current, Unattached):
-            abandoned = current.abandoned  # an observer still ignores hearsay of the leader it gave up on
-        self._enter(self._unattached(now, abandoned), epoch, None, None)
 
     def _become_candidate(self, now: int) -> None:
         if self.epoch >= MAX_EPOCH:
             self.gate.once("exhausted", logging.CRITICAL, "node %d: cannot campaign: epoch %d is the largest an "
                            "int32 holds; the quorum needs `kraft restore` or `kraft recover`", self.node_id, self.epoch)
-            self._postpone_timeout(now)
+            self.quorum.postpone_timeout(now)
             return
-        self._enter(self._candidate(now), self.epoch + 1, None, self.node_id)
+        self.quorum.become_candidate(now)
         self._maybe_win(now)
-
-    def _postpone_timeout(self, now: int) -> None:
-        """The role's own timeout, pushed one election timeout on (it cannot act on it now)."""
-        state = self.state
-        if isinstance(state, Follower):
-            state.fetch_deadline = self._election_timer(now)
-        elif isinstance(state, Candidate):
-            state.backoff_until, state.election_deadline = None, self._election_timer(now)
-        elif isinstance(state, Voted | Resigned) or (isinstance(state, Unattached) and state.election_deadline):
-            state.election_deadline = self._election_timer(now)
 
     def _maybe_win(self, now: int) -> None:
         state = self.state
@@ -364,27 +283,18 @@ class RaftCore:
         progress = LeaderState(self.epoch, self.node_id, self.config.voters, self.log.end_offset, now,
                                granting_voters=granting)
         appends = BatchAccumulator(self._max_batch_bytes, self.config.max_batch_bytes, self.config.append_linger_ms)
-        self._enter(Leader(progress, appends, self.config.fetch_timeout_ms), self.epoch, self.node_id, self.node_id)
+        self.quorum.become_leader(Leader(progress, appends, self.config.fetch_timeout_ms))
         batch = build_control_batch(
             LeaderChangeMessage(self.node_id, tuple(sorted(self.config.voters)), granting), timestamp=now
         )
         self.log.append_as_leader(batch, self.epoch)
         log.info("node %d: elected leader of epoch %d with votes from %s", self.node_id, self.epoch, list(granting))
 
-    def _become_follower(self, epoch: int, leader_id: int, now: int) -> None:
-        if leader_id == self.node_id:
-            raise InvariantViolation(f"node {self.node_id}: told to follow itself in epoch {epoch}")
-        if self.role == Role.LEADER and epoch == self.epoch:
-            raise InvariantViolation(f"node {self.node_id}: leads epoch {epoch} but node {leader_id} claims it too")
-        voted = self.voted_id if epoch == self.epoch else None
-        self._enter(Follower(now + self.config.fetch_timeout_ms), epoch, leader_id, voted)
-
     def _become_resigned(self, now: int) -> None:
         state = self.state
         assert isinstance(state, Leader)
         successors = state.progress.successors()
-        self._enter(Resigned(self._election_timer(now), successors, {self.node_id}), self.epoch, self.node_id,
-                    self.voted_id)
+        self.quorum.become_resigned(successors, now)
         log.info("node %d: resigned as leader of epoch %d; successors %s", self.node_id, self.epoch, successors)
 
     def _notify_leader_change(self) -> None:
@@ -394,37 +304,11 @@ class RaftCore:
             if self.listener is not None:
                 self.listener.handle_leader_change(current)
 
-    def _timeout_deadline(self, now: int) -> int:
-        """When this replica would next start an election on its own."""
-        deadline = self.state.timeout_deadline()
-        return deadline if deadline is not None else self._election_timer(now)
-
-    def _maybe_learn_leader(self, leader_id: int, epoch: int, now: int) -> bool:
-        """Any message naming a newer epoch, or the leader of ours when we do not know it,
-        moves this replica there. Returns True if it did."""
-        if self.gate.out_of_reach(epoch, self.epoch, "a response"):
-            return False
-        if epoch > self.epoch:
-            if leader_id >= 0 and leader_id != self.node_id:
-                self._become_follower(epoch, leader_id, now)
-            else:
-                self._become_unattached(epoch, now)
-            return True
-        if (
-            epoch == self.epoch
-            and leader_id >= 0
-            and leader_id != self.node_id
-            and self.role in (Role.UNATTACHED, Role.VOTED, Role.CANDIDATE)
-        ):
-            self._become_follower(epoch, leader_id, now)
-            return True
-        return False
-
     # ================================================================ the step after every event
 
     def _poll(self, now: int) -> None:
         self._observe_snapshots(now)
-        self.log_start.maybe_clean(now, self.role, self.leader_state, self.high_watermark)
+        self.log_start.maybe_clean(now, self.state, self.high_watermark)
         state = self.state
         if isinstance(state, Leader):
             self._poll_leader(state, now)
@@ -440,25 +324,6 @@ class RaftCore:
             self._become_candidate(now)
             self._poll(now)
 
-    def _can_send(self, destination: int, now: int) -> bool:
-        return destination not in self._in_flight and now >= self._retry_at.get(destination, 0)
-
-    def _send(self, destination: int, request: m.RaftRequest, now: int) -> None:
-        self._next_request_id += 1
-        rid = self._next_request_id
-        timeout = self.config.request_timeout_ms
-        if isinstance(request, m.FetchRequest):
-            timeout += int(request.max_wait.total_seconds() * 1000)
-        self._in_flight[destination] = _InFlight(rid, destination, now + timeout)
-        self.outbox.append(Send(rid, destination, request))
-
-    def _complete_request(self, request_id: int) -> int | None:
-        for destination, f in self._in_flight.items():
-            if f.request_id == request_id:
-                del self._in_flight[destination]
-                return destination
-        return None  # stale: sent in a state we have left
-
     # ---------------------------------------------------------------- leader
 
     def _poll_leader(self, leader: Leader, now: int) -> None:
@@ -467,18 +332,12 @@ class RaftCore:
                 self.log.append_as_leader(batch, self.epoch)
         self._answer_parked_fetches(leader, now, force=self._advance_high_watermark(leader))
         if now - leader.progress.quorum_contact_ms(now) >= self.config.fetch_timeout_ms:
-            log.warning(
-                "node %d: resigning leadership of epoch %d: no fetch from a majority of voters in %d ms",
-                self.node_id,
-                self.epoch,
-                self.config.fetch_timeout_ms,
-            )
+            log.warning("node %d: resigning leadership of epoch %d: no fetch from a majority of voters in %d ms",
+                        self.node_id, self.epoch, self.config.fetch_timeout_ms)
             self._become_resigned(now)
             self._poll(now)
             return
-        for voter in self.config.voters:
-            if voter not in leader.progress.begin_quorum_acked and self._can_send(voter, now):
-                self._send(voter, m.begin_quorum_request(self.config.cluster_id, self.node_id, self.epoch), now)
+        self.announcements.announce(leader.progress, now)
         leader.progress.expire_observers(now, self.config.observer_expiry_ms)
 
     # ---------------------------------------------------------------- follower and observer
@@ -492,44 +351,33 @@ class RaftCore:
                     log.info("node %d: leader %s resigned (EndQuorumEpoch); starting an election",
                              self.node_id, leader_id)
                 else:
-                    log.info(
-                        "node %d: no answer from leader %s for %d ms; starting an election",
-                        self.node_id,
-                        leader_id,
-                        self.config.fetch_timeout_ms,
-                    )
+                    log.info("node %d: no answer from leader %s for %d ms; starting an election",
+                             self.node_id, leader_id, self.config.fetch_timeout_ms)
                 self._become_candidate(now)
             else:
-                self._become_unattached(self.epoch, now, abandoned=(self.epoch, leader_id))
+                self.quorum.become_unattached(self.epoch, now, abandoned=(self.epoch, leader_id))
             self._poll(now)
             return
-        if not self._can_send(leader_id, now):
+        if not self.outbox.can_send(leader_id, now):
             return
         if follower.download is not None:
             request = follower.download.request(self.config.cluster_id, self.epoch, self.config.snapshot_response_max_bytes)
-            self._send(leader_id, request, now)
+            self.outbox.send(leader_id, request, now)
         elif not self.wants_flush:  # fetch only from a flushed log: the offset we report must be on disk
-            self._send(leader_id, self._fetch_request(), now)
+            self.outbox.send(leader_id, self._fetch_request(), now)
 
     def _poll_observer_discovery(self, now: int) -> None:
         """An observer that knows no leader asks a random voter; any answer names the leader."""
-        if self.wants_flush or any(d in self._in_flight for d in self.config.voters):
+        if self.wants_flush or any(self.outbox.waiting_on(d) for d in self.config.voters):
             return
-        ready = [v for v in self.config.voters if self._can_send(v, now)]
+        ready = [v for v in self.config.voters if self.outbox.can_send(v, now)]
         if ready:
-            self._send(self.rng.choice(ready), self._fetch_request(), now)
+            self.outbox.send(self.rng.choice(ready), self._fetch_request(), now)
 
     def _fetch_request(self) -> m.FetchRequest:
-        return m.fetch_request(
-            self.config.cluster_id,
-            self.node_id,
-            self.epoch,
-            self.log.end_offset,
-            self.history.last_epoch(),
-            self.log.start_offset,
-            self.config.fetch_max_wait_ms,
-            self.config.max_fetch_bytes,
-        )
+        config, log_ = self.config, self.log
+        return m.fetch_request(config.cluster_id, self.node_id, self.epoch, log_.end_offset, self.history.last_epoch(),
+                               log_.start_offset, config.fetch_max_wait_ms, config.max_fetch_bytes)
 
     # ---------------------------------------------------------------- candidate and resigned
 
@@ -550,31 +398,25 @@ class RaftCore:
         for voter in self.config.voters:
             if voter in candidate.granted or voter in candidate.rejected:
                 continue
-            if self._can_send(voter, now):
+            if self.outbox.can_send(voter, now):
                 request = m.vote_request(self.config.cluster_id, self.epoch, self.node_id, last.epoch, last.offset)
-                self._send(voter, request, now)
+                self.outbox.send(voter, request, now)
 
     def _poll_resigned(self, resigned: Resigned, now: int) -> None:
         if now >= resigned.election_deadline and self.is_voter:
             self._become_candidate(now)
             self._poll(now)
             return
-        for voter in self.config.voters:
-            if voter not in resigned.end_quorum_acked and self._can_send(voter, now):
-                request = m.end_quorum_request(self.config.cluster_id, self.node_id, self.epoch, resigned.successors)
-                self._send(voter, request, now)
+        self.announcements.hand_over(resigned, now)
 
     # ================================================================ requests
 
-    def _leader_field(self) -> int:
-        return self.leader_id if self.leader_id is not None else NO_LEADER
-
     def _reply(self, handle: Any, response: m.RaftResponse) -> None:
-        self.outbox.append(Reply(handle, response))
+        self.outbox.reply(handle, response)
 
     def _on_vote_request(self, handle: Any, request: m.VoteRequest, now: int) -> None:
         def answer(error: ErrorCode, granted: bool = False, top: ErrorCode = ErrorCode.none) -> None:
-            self._reply(handle, m.vote_response(error, self._leader_field(), self.epoch, granted, top))
+            self._reply(handle, m.vote_response(error, self.quorum.leader_field, self.epoch, granted, top))
 
         if not self.gate.cluster_ok(request):
             return answer(ErrorCode.none, top=ErrorCode.inconsistent_cluster_id)
@@ -588,8 +430,8 @@ class RaftCore:
             # A newer epoch, but not (yet) a vote: keep our election timer running rather
             # than restart it. Otherwise a candidate with a stale log, campaigning again and
             # again, would keep the voters that could win from ever timing out.
-            deadline = self._timeout_deadline(now)
-            self._become_unattached(p.replica_epoch, now)
+            deadline = self.quorum.timeout_deadline(now)
+            self.quorum.become_unattached(p.replica_epoch, now)
             unattached = self.state
             assert isinstance(unattached, Unattached) and unattached.election_deadline is not None
             unattached.election_deadline = min(unattached.election_deadline, deadline)
@@ -598,64 +440,17 @@ class RaftCore:
         if self.role == Role.UNATTACHED:
             granted = theirs >= self.history.last()
             if granted:
-                self._enter(Voted(self._election_timer(now)), self.epoch, None, p.replica_id)
+                self.quorum.become_voted(p.replica_id, now)
         elif self.role == Role.VOTED:
             granted = self.voted_id == p.replica_id
         answer(ErrorCode.none, granted)
-
-    def _leader_announcement(self, handle: Any, request: m.BeginQuorumEpochRequest | m.EndQuorumEpochRequest,
-                             response: Callable[..., m.RaftResponse]) -> Any:
-        """The checks BeginQuorumEpoch and EndQuorumEpoch share. Returns the partition, or
-        None once an error has been answered (with `response`, the API's own builder)."""
-
-        def refuse(error: ErrorCode, top: ErrorCode = ErrorCode.none) -> None:
-            self._reply(handle, response(error, self._leader_field(), self.epoch, top))
-
-        p = m.partition_of(request)
-        if not self.gate.cluster_ok(request):
-            refuse(ErrorCode.none, ErrorCode.inconsistent_cluster_id)
-        elif p is None:
-            refuse(ErrorCode.unknown_topic_or_partition)
-        else:
-            refusal = self.gate.announcement(request, p, self.epoch, self.leader_id)
-            if refusal is None:
-                return p
-            refuse(refusal)
-        return None
-
-    def _on_begin_quorum_request(self, handle: Any, request: m.BeginQuorumEpochRequest, now: int) -> None:
-        p = self._leader_announcement(handle, request, m.begin_quorum_response)
-        if p is None:
-            return
-        if p.leader_epoch > self.epoch or self.leader_id != p.leader_id:
-            self._become_follower(p.leader_epoch, p.leader_id, now)
-        self._reply(handle, m.begin_quorum_response(ErrorCode.none, self._leader_field(), self.epoch))
-
-    def _on_end_quorum_request(self, handle: Any, request: m.EndQuorumEpochRequest, now: int) -> None:
-        p = self._leader_announcement(handle, request, m.end_quorum_response)
-        if p is None:
-            return
-        if p.leader_epoch > self.epoch:
-            self._become_follower(p.leader_epoch, p.leader_id, now)
-        follower = self.state
-        if isinstance(follower, Follower) and self.leader_id == p.leader_id:
-            # The leader is going: its preferred successor campaigns at once, the others
-            # after a backoff that grows with their place in the list.
-            successors = list(p.preferred_successors)
-            position = successors.index(self.node_id) if self.node_id in successors else len(successors)
-            backoff = 0 if position == 0 else min(
-                self.config.election_backoff_max_ms, self.config.retry_backoff_ms * (2**position)
-            )
-            follower.fetch_deadline = min(follower.fetch_deadline, now + backoff)
-            follower.leader_resigned = True
-        self._reply(handle, m.end_quorum_response(ErrorCode.none, self._leader_field(), self.epoch))
 
     def _validate_leader_epoch(self, epoch: int) -> ErrorCode:
         """KIP-320 fencing for a request that must reach the leader of `epoch`."""
         return fence(epoch, self.epoch, self.is_leader)
 
     def _fetch_error(self, error: ErrorCode, top: ErrorCode = ErrorCode.none) -> m.FetchResponse:
-        return m.fetch_response(error, leader_id=self._leader_field(), epoch=self.epoch, top_error=top)
+        return m.fetch_response(error, leader_id=self.quorum.leader_field, epoch=self.epoch, top_error=top)
 
     def _on_fetch_request(self, handle: Any, request: m.FetchRequest, now: int) -> None:
         if not self.gate.cluster_ok(request):
@@ -674,20 +469,12 @@ class RaftCore:
             # A voter fetching in our epoch follows us, whatever the answer (records,
             # DivergingEpoch or SnapshotId): it counts toward check quorum.
             leader.progress.record_contact(request.replica_id, now)
-        snapshot = self._snapshot_for_fetch(p.fetch_offset, p.last_fetched_epoch)
+        snapshot = self.catalog.for_fetcher(p.fetch_offset, p.last_fetched_epoch, self.log.start_offset)
         if snapshot is not None:
-            answer = m.fetch_response(
-                ErrorCode.none,
-                leader_id=self.node_id,
-                epoch=self.epoch,
-                high_watermark=self.high_watermark if self.high_watermark is not None else -1,
-                log_start_offset=self.log.start_offset,
-                snapshot_id=(snapshot.end_offset, snapshot.epoch),
-            )
-            return self._reply(handle, answer)
+            return self._reply(handle, self._fetch_answer(snapshot=snapshot))
         diverging = self.history.diverging(p.fetch_offset, p.last_fetched_epoch)
         if diverging is not None:
-            return self._reply(handle, self._fetch_answer(records=None, diverging=diverging))
+            return self._reply(handle, self._fetch_answer(diverging=diverging))
         hw_moved = False
         if request.replica_id >= 0:
             leader.progress.record_fetch(request.replica_id, p.fetch_offset, self.log.end_offset, now)
@@ -704,49 +491,23 @@ class RaftCore:
         else:
             leader.parked.append(parked)
 
-    def _snapshot_for_fetch(self, fetch_offset: int, last_fetched_epoch: int) -> SnapshotId | None:
-        """KIP-630: the latest snapshot, when the fetcher cannot go on from the log.
-
-        Its offset is below the log start; or at it with an epoch other than the earliest
-        snapshot's; or its last epoch is older than the earliest snapshot's; or it starts
-        from nothing (offset 0) while a snapshot exists, which is the faster way in.
-
-        Never the empty snapshot (0, 0) (Kafka's bootstrap snapshot id): it holds nothing
-        to catch up with, and a fetcher at offset 0 sent to it would load it, fetch from 0
-        again and be sent to it again, forever.
-        """
-        latest = self.snapshots.latest()
-        earliest = self.snapshots.earliest()
-        if latest is None or earliest is None or latest.end_offset == 0:
-            return None
-        start = self.log.start_offset
-        if (
-            fetch_offset == 0
-            or fetch_offset < start
-            or (fetch_offset == start and last_fetched_epoch != earliest.epoch)
-            or last_fetched_epoch < earliest.epoch
-        ):
-            return latest
-        return None
-
     def _advance_high_watermark(self, leader: Leader) -> bool:
         """Recomputes the high watermark and delivers what it commits."""
         if not leader.progress.update_high_watermark(self.log.last_flushed_offset):
             return False
         self.high_watermark = leader.progress.high_watermark
-        self._deliver_commits()
+        self.commits.deliver(self.high_watermark)
         return True
 
-    def _fetch_answer(self, records: Any, diverging: OffsetAndEpoch | None = None) -> m.FetchResponse:
+    def _fetch_answer(self, records: Any = None, diverging: OffsetAndEpoch | None = None,
+                      snapshot: SnapshotId | None = None) -> m.FetchResponse:
+        """The leader's answer: records, or where the fetcher diverges, or the snapshot to fetch."""
         hw = self.high_watermark if self.high_watermark is not None else -1
         return m.fetch_response(
-            ErrorCode.none,
-            leader_id=self.node_id,
-            epoch=self.epoch,
-            high_watermark=hw,
-            log_start_offset=self.log.start_offset,
-            records=records,
+            ErrorCode.none, leader_id=self.node_id, epoch=self.epoch, high_watermark=hw,
+            log_start_offset=self.log.start_offset, records=records,
             diverging=(diverging.offset, diverging.epoch) if diverging else None,
+            snapshot_id=(snapshot.end_offset, snapshot.epoch) if snapshot else None,
         )
 
     def _answer_fetch(self, parked: ParkedFetch) -> None:
@@ -756,59 +517,33 @@ class RaftCore:
         self._reply(parked.handle, self._fetch_answer(records=data))
 
     def _answer_parked_fetches(self, leader: Leader, now: int, force: bool = False) -> None:
-        """Parked fetches go out when there is data for them, when the high watermark moved
-        (`force`, so followers learn it promptly), or when their wait is over."""
-        if not leader.parked:
-            return
-        end = self.log.end_offset
-        keep = []
-        for parked in leader.parked:
-            if force or now >= parked.deadline or parked.fetch_offset < end:
-                self._answer_fetch(parked)
-            else:
-                keep.append(parked)
-        leader.parked = keep
+        for parked in leader.take_due(now, force, self.log.end_offset):
+            self._answer_fetch(parked)
 
     def _on_describe_quorum_request(self, handle: Any, request: m.DescribeQuorumRequest, now: int) -> None:
-        if m.partition_of(request) is None:
-            return self._reply(
-                handle, m.describe_quorum_response(ErrorCode.unknown_topic_or_partition, leader_id=NO_LEADER, epoch=self.epoch)
-            )
         leader = self.leader_state
-        if leader is None:
-            return self._reply(
-                handle,
-                m.describe_quorum_response(ErrorCode.not_leader_or_follower, leader_id=self._leader_field(), epoch=self.epoch),
-            )
-
-        voters, observers = leader.replica_states(self.log.end_offset, now)
-        hw = self.high_watermark if self.high_watermark is not None else -1
-        answer = m.describe_quorum_response(ErrorCode.none, leader_id=self.node_id, epoch=self.epoch, high_watermark=hw,
-                                            voters=voters, observers=observers)
+        if m.partition_of(request) is None:
+            answer = m.describe_quorum_response(ErrorCode.unknown_topic_or_partition, leader_id=NO_LEADER,
+                                                epoch=self.epoch)
+        elif leader is None:
+            answer = m.describe_quorum_response(ErrorCode.not_leader_or_follower, leader_id=self.quorum.leader_field,
+                                                epoch=self.epoch)
+        else:
+            voters, observers = leader.replica_states(self.log.end_offset, now)
+            hw = self.high_watermark if self.high_watermark is not None else -1
+            answer = m.describe_quorum_response(ErrorCode.none, leader_id=self.node_id, epoch=self.epoch,
+                                                high_watermark=hw, voters=voters, observers=observers)
         self._reply(handle, answer)
 
     # ================================================================ responses
 
-    def _election_response(self, source: int, response: m.RaftResponse, now: int) -> Any:
-        """What Vote, BeginQuorumEpoch and EndQuorumEpoch responses share: the partition,
-        or None when the request failed (retried after the backoff) or the answer named
-        a newer leader (now followed)."""
-        p = m.partition_of(response)
-        self.gate.refused_as_foreign(source, response)
-        if response.error_code != ErrorCode.none or p is None:
-            self._retry_at[source] = now + self.config.retry_backoff_ms
-            return None
-        if self._maybe_learn_leader(p.leader_id, p.leader_epoch, now):
-            return None
-        return p
-
     def _on_vote_response(self, source: int, response: m.VoteResponse, now: int) -> None:
-        p = self._election_response(source, response, now)
+        p = self.announcements.read_response(source, response, now)
         candidate = self.state
         if p is None or not isinstance(candidate, Candidate) or p.leader_epoch != self.epoch:
             return
         if p.error_code != ErrorCode.none:
-            self._retry_at[source] = now + self.config.retry_backoff_ms
+            self.outbox.back_off(source, now)
             return
         candidate.unreachable.discard(source)
         if p.vote_granted:
@@ -817,29 +552,13 @@ class RaftCore:
         else:
             candidate.rejected.add(source)
 
-    def _on_begin_quorum_response(self, source: int, response: m.BeginQuorumEpochResponse, now: int) -> None:
-        p = self._election_response(source, response, now)
-        if p is None:
-            return
-        leader = self.leader_state
-        if leader is not None and p.error_code == ErrorCode.none and p.leader_epoch == self.epoch:
-            leader.begin_quorum_acked.add(source)
-        else:
-            self._retry_at[source] = now + self.config.retry_backoff_ms
-
-    def _on_end_quorum_response(self, source: int, response: m.EndQuorumEpochResponse, now: int) -> None:
-        p = self._election_response(source, response, now)
-        resigned = self.state
-        if p is not None and isinstance(resigned, Resigned) and p.error_code == ErrorCode.none:
-            resigned.end_quorum_acked.add(source)
-
     def _on_fetch_response(self, source: int, response: m.FetchResponse, now: int) -> None:
         p = m.partition_of(response)
         if response.error_code != ErrorCode.none or p is None:
             if not self.gate.refused_as_foreign(source, response):
                 self.gate.throttled(("fetch", source, response.error_code), now, logging.WARNING,
                                     "node %d: fetch from %d failed: %s", self.node_id, source, response.error_code.name)
-            self._retry_at[source] = now + self.config.retry_backoff_ms
+            self.outbox.back_off(source, now)
             return
         leader = p.current_leader
         state = self.state
@@ -849,24 +568,25 @@ class RaftCore:
             # noticed its loss yet. Following it again would wait out a whole fetch timeout;
             # ask the others until one names a newer leader, or that leader answers itself
             # (Kafka's observer keeps fetching from the bootstrap servers the same way).
-            self._retry_at[source] = now + self.config.retry_backoff_ms
+            self.outbox.back_off(source, now)
             return
-        if self._maybe_learn_leader(leader.leader_id, leader.leader_epoch, now):
+        if self.quorum.learn_leader(leader.leader_id, leader.leader_epoch, now):
             return
         follower = self.state
         if not isinstance(follower, Follower) or source != self.leader_id or leader.leader_epoch != self.epoch:
             return
         if p.error_code != ErrorCode.none:
-            self._retry_at[source] = now + self.config.retry_backoff_ms
+            self.outbox.back_off(source, now)
             return
         follower.fetch_deadline = now + self.config.fetch_timeout_ms
         if p.log_start_offset >= 0:
-            self.log_start.leader_start_offset = p.log_start_offset
+            follower.leader_start_offset = p.log_start_offset
         if p.snapshot_id.end_offset >= 0 and p.snapshot_id.epoch >= 0:
             self._start_download(follower, SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch))
             return
         if p.diverging_epoch.end_offset >= 0 and p.diverging_epoch.epoch >= 0:
-            self._truncate_to_diverging(OffsetAndEpoch(p.diverging_epoch.end_offset, p.diverging_epoch.epoch))
+            diverging = OffsetAndEpoch(p.diverging_epoch.end_offset, p.diverging_epoch.epoch)
+            self.history.truncate_to(diverging, self.high_watermark, self.node_id, self.leader_id)
             return
         if p.records:
             try:
@@ -874,31 +594,11 @@ class RaftCore:
             except InvalidAppendError as e:  # damaged on the way, or a peer that is not a real leader
                 self.gate.once(("append", str(e)), logging.WARNING, "node %d: refused records fetched from %d: %s",
                                self.node_id, source, e)
-                self._retry_at[source] = now + self.config.retry_backoff_ms
+                self.outbox.back_off(source, now)
                 return
         if p.high_watermark >= 0 and (self.high_watermark is None or p.high_watermark > self.high_watermark):
             self.high_watermark = p.high_watermark
-        self._deliver_commits()
-
-    def _truncate_to_diverging(self, diverging: OffsetAndEpoch) -> None:
-        end_before = self.log.end_offset
-        local = self.log.end_offset_for_epoch(diverging.epoch)
-        target = min(local.offset, diverging.offset) if local.epoch == diverging.epoch else local.offset
-        committed = min(self.high_watermark, end_before) if self.high_watermark is not None else 0
-        if 0 <= target < committed:
-            raise InvariantViolation(
-                f"node {self.node_id}: leader {self.leader_id} asks to truncate to {target} "
-                f"(divergence at epoch {diverging.epoch}), below the high watermark {committed}"
-            )
-        new_end = self.log.truncate_to_end_offset(diverging)
-        log.info(
-            "node %d: truncated to %d because of divergence at epoch %d (leader's epoch ends at %d; log ended at %d)",
-            self.node_id,
-            new_end,
-            diverging.epoch,
-            diverging.offset,
-            end_before,
-        )
+        self.commits.deliver(self.high_watermark)
 
     # ================================================================ snapshots (KIP-630)
 
@@ -916,22 +616,7 @@ class RaftCore:
         start offset, on a batch boundary, with the epoch the log has there: a snapshot
         must hold exactly a committed prefix of this log.
         """
-        end = snapshot_id.end_offset
-        if end <= 0:
-            raise SnapshotError(
-                f"cannot create snapshot {snapshot_id}: a snapshot must hold at least one record "
-                f"(end offset 0 is the empty bootstrap snapshot, never sent to fetchers)"
-            )
-        hw = self.high_watermark
-        if hw is None or end > hw:
-            raise SnapshotError(f"cannot snapshot up to {end}: the high watermark is {hw}")
-        if end < self.log.start_offset:
-            raise SnapshotError(f"cannot snapshot up to {end}: the log starts at {self.log.start_offset}")
-        if end < self.log.end_offset and self.log.read(end, 1).first_offset != end:
-            raise SnapshotError(f"cannot snapshot up to {end}: it is inside a batch; snapshots end on batch boundaries")
-        expected = self.snapshot_id_at(end)
-        if expected != snapshot_id:
-            raise SnapshotError(f"cannot create snapshot {snapshot_id}: the log's epoch at offset {end - 1} is {expected.epoch}")
+        self.catalog.check_creatable(snapshot_id, self.high_watermark, self.history)
         writer = self.snapshots.create_writer(snapshot_id, last_contained_log_time, **writer_options)
         self.catalog.creating(snapshot_id)
         return writer
@@ -941,22 +626,15 @@ class RaftCore:
         self.catalog.observe(self.high_watermark)
 
     def _load_snapshot(self, snapshot_id: SnapshotId) -> None:
-        reader = self.snapshots.open_reader(snapshot_id)
         if self.listener is not None:
-            started = self.metrics.clock() if self.metrics is not None else 0.0
-            self.listener.handle_load_snapshot(reader)
-            if self.metrics is not None:
-                self.metrics.load_latency_ms.observe(self.metrics.since_ms(started))
-        # The state is now the snapshot's, whatever was applied before: commits resume at
-        # its end. (A snapshot below what was applied rolls the state back; keeping the
-        # larger offset would skip the records between them.)
-        self._applied = snapshot_id.end_offset
+            self.catalog.load(snapshot_id, self.listener)
+        self.commits.restart_at(snapshot_id.end_offset)
 
     def _on_fetch_snapshot_request(self, handle: Any, request: m.FetchSnapshotRequest, now: int) -> None:
         if not self.gate.cluster_ok(request):
             return self._reply(handle, m.fetch_snapshot_response([], ErrorCode.inconsistent_cluster_id))
         response, served = snapshot_fetch.serve(
-            request, self._validate_leader_epoch, self.catalog, self.config, self._leader_field(), self.epoch
+            request, self._validate_leader_epoch, self.catalog, self.config, self.quorum.leader_field, self.epoch
         )
         leader = self.leader_state
         if leader is not None and request.replica_id >= 0 and served:
@@ -975,9 +653,9 @@ class RaftCore:
     def _on_fetch_snapshot_response(self, source: int, response: m.FetchSnapshotResponse, now: int) -> None:
         p = m.partition_of(response)
         if response.error_code != ErrorCode.none or p is None:
-            self._retry_at[source] = now + self.config.retry_backoff_ms
+            self.outbox.back_off(source, now)
             return
-        if self._maybe_learn_leader(p.current_leader.leader_id, p.current_leader.leader_epoch, now):
+        if self.quorum.learn_leader(p.current_leader.leader_id, p.current_leader.leader_epoch, now):
             return
         follower = self.state
         if not isinstance(follower, Follower) or source != self.leader_id or follower.download is None:
@@ -985,7 +663,7 @@ class RaftCore:
         download = follower.download
         try:
             if not download.check_answer(p):
-                self._retry_at[source] = now + self.config.retry_backoff_ms
+                self.outbox.back_off(source, now)
                 return
             follower.fetch_deadline = now + self.config.fetch_timeout_ms
             complete = download.accept(p)
@@ -1010,52 +688,23 @@ class RaftCore:
 
     # ================================================================ commits
 
-    def _deliver_commits(self) -> None:
-        """Hands every committed batch not yet delivered to the listener, in order."""
-        if self.high_watermark is None:
-            return
-        limit = min(self.high_watermark, self.log.end_offset)
-        if self.listener is None:
-            self._applied = max(self._applied, limit)
-            return
-        while self._applied < limit:
-            info = self.log.read(self._applied, self.config.max_fetch_bytes, upper_bound=limit)
-            if info.next_offset <= self._applied:
-                return
-            for batch in read_batches(info.tobytes(), expected_offset=info.first_offset):
-                h = batch.header
-                if h.next_offset <= self._applied:
-                    continue
-                self.listener.handle_commit(
-                    CommittedBatch(
-                        h.base_offset,
-                        h.last_offset,
-                        h.partition_leader_epoch,
-                        h.max_timestamp,
-                        h.size,
-                        batch.records(),
-                        h.is_control,
-                    )
-                )
-            self._applied = info.next_offset
-
     @property
     def applied_offset(self) -> int:
         """Every offset below this has been delivered to the listener (or was a control record)."""
-        return self._applied
+        return self.commits.applied
 
     _request_handlers: dict[type, Callable] = {
         m.VoteRequest: _on_vote_request,
-        m.BeginQuorumEpochRequest: _on_begin_quorum_request,
-        m.EndQuorumEpochRequest: _on_end_quorum_request,
+        m.BeginQuorumEpochRequest: lambda core, *args: core.announcements.on_begin_request(*args),
+        m.EndQuorumEpochRequest: lambda core, *args: core.announcements.on_end_request(*args),
         m.FetchRequest: _on_fetch_request,
         m.FetchSnapshotRequest: _on_fetch_snapshot_request,
         m.DescribeQuorumRequest: _on_describe_quorum_request,
     }
     _response_handlers: dict[type, Callable] = {
         m.VoteResponse: _on_vote_response,
-        m.BeginQuorumEpochResponse: _on_begin_quorum_response,
-        m.EndQuorumEpochResponse: _on_end_quorum_response,
+        m.BeginQuorumEpochResponse: lambda core, *args: core.announcements.on_begin_response(*args),
+        m.EndQuorumEpochResponse: lambda core, *args: core.announcements.on_end_response(*args),
         m.FetchResponse: _on_fetch_response,
         m.FetchSnapshotResponse: _on_fetch_snapshot_response,
     }

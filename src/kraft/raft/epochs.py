@@ -6,9 +6,14 @@ read from the same history: the log's epoch cache, and before the log start the 
 that ends there. Where the two callers differ, the difference is a parameter here, named.
 """
 
+import logging
+
 from kio.schema.errors import ErrorCode
 
+from kraft.raft.errors import InvariantViolation
 from kraft.storage import OffsetAndEpoch, ReplicatedLog, SnapshotError, SnapshotId, SnapshotStore
+
+log = logging.getLogger("kraft.raft")
 
 NO_EPOCH = -1
 UNKNOWN = OffsetAndEpoch(-1, NO_EPOCH)  # the history cannot tell
@@ -94,3 +99,21 @@ class EpochHistory:
         if end.epoch < last_fetched_epoch or end.offset < fetch_offset:
             return end
         return None
+
+    def truncate_to(self, diverging: OffsetAndEpoch, high_watermark: int | None, node_id: int,
+                    leader_id: int | None) -> int:
+        """Cuts the log where the leader says it diverges (Fetch's DivergingEpoch: its end of
+        the largest epoch we share); returns the new end. A cut below what this replica knows
+        is committed is refused with InvariantViolation: Raft never removes committed records,
+        so that leader cannot be a real one."""
+        end_before = self.log.end_offset
+        local = self.log.end_offset_for_epoch(diverging.epoch)
+        target = min(local.offset, diverging.offset) if local.epoch == diverging.epoch else local.offset
+        committed = min(high_watermark, end_before) if high_watermark is not None else 0
+        if 0 <= target < committed:
+            raise InvariantViolation(f"node {node_id}: leader {leader_id} asks to truncate to {target} (divergence at epoch {diverging.epoch}), "
+                                     f"below the high watermark {committed}")
+        new_end = self.log.truncate_to_end_offset(diverging)
+        log.info("node %d: truncated to %d because of divergence at epoch %d (leader's epoch ends at %d; log ended "
+                 "at %d)", node_id, new_end, diverging.epoch, diverging.offset, end_before)
+        return new_end

@@ -14,13 +14,22 @@ Allowed, into the same epoch (Kafka's QuorumState has the same table):
     resigned    <- leader             a graceful or forced step down
 
 and into a newer epoch: unattached or follower from any role, candidate (the next epoch
-only, voters only) from any role but leader. The epoch never goes back.
+only, voters only) from any role but leader. The epoch never goes back. At start, the role
+comes from the file (`restore`), whatever it is.
+
+Each `become_*` makes the new role's object with its timers (election timeouts are drawn
+from the core's seeded random source, so a simulation replays exactly) and then calls
+`on_switch(old role object, old epoch)`: the core's part of leaving a role.
 """
 
 import logging
+from collections.abc import Callable
+from random import Random
 
+from kraft.raft.config import RaftConfig
 from kraft.raft.errors import InvariantViolation
-from kraft.raft.roles import Role, RoleState, Unattached
+from kraft.raft.gate import Gate
+from kraft.raft.roles import Candidate, Follower, Leader, Resigned, Role, RoleState, Unattached, Voted
 from kraft.storage import ElectionState, QuorumStateStore
 
 log = logging.getLogger("kraft.raft")
@@ -44,10 +53,14 @@ _NEWER_EPOCH: dict[Role, frozenset[Role]] = {
 
 
 class QuorumState:
-    def __init__(self, node_id: int, voters: tuple[int, ...], store: QuorumStateStore) -> None:
-        self.node_id = node_id
-        self.voters = voters
+    def __init__(self, config: RaftConfig, store: QuorumStateStore, rng: Random, gate: Gate,
+                 on_switch: Callable[[RoleState, int], None]) -> None:
+        self.config = config
+        self.gate = gate
+        self.node_id = config.node_id
         self.store = store
+        self.rng = rng
+        self.on_switch = on_switch
         self.epoch = 0
         self.leader_id: int | None = None
         self.voted_id: int | None = None
@@ -58,20 +71,110 @@ class QuorumState:
     def role(self) -> Role:
         return self.state.role
 
-    def read(self) -> ElectionState | None:
-        """What the file held at start (None: nothing yet)."""
-        return self.store.read()
+    @property
+    def leader_field(self) -> int:
+        """The leader as responses name it: -1 when none is known."""
+        return self.leader_id if self.leader_id is not None else -1
 
-    def restore(self, state: RoleState, epoch: int, leader_id: int | None, voted_id: int | None,
-                force_write: bool = False) -> None:
-        """The role taken at start from what the file held: any role, once."""
+    # ---------------------------------------------------------------- timers
+
+    def election_timer(self, now: int) -> int:
+        """A randomized election deadline: the timeout plus up to as much again."""
+        timeout = self.config.election_timeout_ms
+        return now + timeout + self.rng.randrange(timeout)
+
+    def timeout_deadline(self, now: int) -> int:
+        """When this replica would next start an election on its own."""
+        deadline = self.state.timeout_deadline()
+        return deadline if deadline is not None else self.election_timer(now)
+
+    def postpone_timeout(self, now: int) -> None:
+        """The role's own timeout, pushed one election timeout on (it cannot act on it now)."""
+        state = self.state
+        if isinstance(state, Follower):
+            state.fetch_deadline = self.election_timer(now)
+        elif isinstance(state, Candidate):
+            state.backoff_until, state.election_deadline = None, self.election_timer(now)
+        elif isinstance(state, Voted | Resigned) or (isinstance(state, Unattached) and state.election_deadline):
+            state.election_deadline = self.election_timer(now)
+
+    def _unattached(self, now: int, abandoned: tuple[int, int] | None = None) -> Unattached:
+        timer = self.election_timer(now)  # drawn for observers too: the random sequence is the same
+        return Unattached(timer if self.config.is_voter else None, abandoned)
+
+    def _candidate(self, now: int) -> Candidate:
+        return Candidate(self.election_timer(now), granted={self.node_id})
+
+    # ---------------------------------------------------------------- transitions
+
+    def restore(self, saved: ElectionState | None, log_epoch: int, now: int) -> None:
+        """The role at start, from what the file held and the log's last epoch."""
         if self._restored:
             raise InvariantViolation(f"node {self.node_id}: quorum state restored twice")
         self._restored = True
-        self._switch(state, epoch, leader_id, voted_id, force_write)
+        if saved is None or saved.epoch < log_epoch:
+            epoch = max(log_epoch, saved.epoch if saved else 0)
+            self._switch(self._unattached(now), epoch, None, None, force_write=True)
+        elif saved.leader_id == self.node_id:
+            # We led this epoch before a restart: we cannot know what happened since, so do
+            # not lead again in it; resign and let an election pick the next epoch's leader.
+            others = tuple(v for v in self.config.voters if v != self.node_id)
+            resigned = Resigned(self.election_timer(now), others, {self.node_id})
+            self._switch(resigned, saved.epoch, self.node_id, saved.voted_id)
+        elif saved.leader_id is not None:
+            self._switch(Follower(now + self.config.fetch_timeout_ms), saved.epoch, saved.leader_id, None)
+        elif saved.voted_id == self.node_id and self.config.is_voter:
+            self._switch(self._candidate(now), saved.epoch, None, self.node_id)
+        elif saved.voted_id is not None:
+            self._switch(Voted(self.election_timer(now)), saved.epoch, None, saved.voted_id)
+        else:
+            self._switch(self._unattached(now), saved.epoch, None, None)
 
-    def transition(self, state: RoleState, epoch: int, leader_id: int | None, voted_id: int | None) -> RoleState:
-        """Enters `state`; returns the role object left. Refuses what Raft does not allow."""
+    def become_unattached(self, epoch: int, now: int, abandoned: tuple[int, int] | None = None) -> None:
+        if abandoned is None and isinstance(self.state, Unattached):
+            abandoned = self.state.abandoned  # an observer still ignores hearsay of the leader it gave up on
+        self._transition(self._unattached(now, abandoned), epoch, None, None)
+
+    def become_voted(self, candidate: int, now: int) -> None:
+        self._transition(Voted(self.election_timer(now)), self.epoch, None, candidate)
+
+    def become_candidate(self, now: int) -> None:
+        self._transition(self._candidate(now), self.epoch + 1, None, self.node_id)
+
+    def become_leader(self, leader: Leader) -> None:
+        self._transition(leader, self.epoch, self.node_id, self.node_id)
+
+    def become_follower(self, epoch: int, leader_id: int, now: int) -> None:
+        if leader_id == self.node_id:
+            raise InvariantViolation(f"node {self.node_id}: told to follow itself in epoch {epoch}")
+        if self.role == Role.LEADER and epoch == self.epoch:
+            raise InvariantViolation(f"node {self.node_id}: leads epoch {epoch} but node {leader_id} claims it too")
+        voted = self.voted_id if epoch == self.epoch else None
+        self._transition(Follower(now + self.config.fetch_timeout_ms), epoch, leader_id, voted)
+
+    def become_resigned(self, successors: tuple[int, ...], now: int) -> None:
+        resigned = Resigned(self.election_timer(now), successors, {self.node_id})
+        self._transition(resigned, self.epoch, self.node_id, self.voted_id)
+
+    def learn_leader(self, leader_id: int, epoch: int, now: int) -> bool:
+        """Any message naming a newer epoch, or the leader of ours when we do not know it,
+        moves this replica there. Returns True if it did."""
+        if self.gate.out_of_reach(epoch, self.epoch, "a response"):
+            return False
+        if epoch > self.epoch:
+            if leader_id >= 0 and leader_id != self.node_id:
+                self.become_follower(epoch, leader_id, now)
+            else:
+                self.become_unattached(epoch, now)
+            return True
+        if epoch == self.epoch and 0 <= leader_id != self.node_id and self.role in (
+                Role.UNATTACHED, Role.VOTED, Role.CANDIDATE):
+            self.become_follower(epoch, leader_id, now)
+            return True
+        return False
+
+    def _transition(self, state: RoleState, epoch: int, leader_id: int | None, voted_id: int | None) -> None:
+        """Enters `state`, refusing what Raft does not allow."""
         if epoch < self.epoch:
             raise InvariantViolation(f"node {self.node_id}: epoch would go back from {self.epoch} to {epoch}")
         to, now_in = state.role, self.role
@@ -79,14 +182,14 @@ class QuorumState:
         if now_in not in allowed or (to == Role.CANDIDATE and epoch != self.epoch + 1):
             raise InvariantViolation(f"node {self.node_id}: {now_in.value} in epoch {self.epoch} "
                                      f"cannot become {to.value} in epoch {epoch}")
-        if to in (Role.CANDIDATE, Role.VOTED, Role.LEADER, Role.RESIGNED) and self.node_id not in self.voters:
+        if to in (Role.CANDIDATE, Role.VOTED, Role.LEADER, Role.RESIGNED) and not self.config.is_voter:
             raise InvariantViolation(f"node {self.node_id}: an observer cannot become {to.value}")
-        return self._switch(state, epoch, leader_id, voted_id, force_write=False)
+        self._switch(state, epoch, leader_id, voted_id)
 
     def _switch(self, state: RoleState, epoch: int, leader_id: int | None, voted_id: int | None,
-                force_write: bool) -> RoleState:
+                force_write: bool = False) -> None:
         if force_write or (epoch, leader_id, voted_id) != (self.epoch, self.leader_id, self.voted_id):
-            self.store.write(ElectionState(epoch, leader_id, voted_id, self.voters))
+            self.store.write(ElectionState(epoch, leader_id, voted_id, self.config.voters))
         if epoch != self.epoch or state.role != self.role:
             log.info(
                 "node %d: %s in epoch %d%s",
@@ -95,6 +198,6 @@ class QuorumState:
                 epoch,
                 f" (leader {leader_id})" if leader_id is not None and state.role != Role.LEADER else "",
             )
-        previous = self.state
+        old, old_epoch = self.state, self.epoch
         self.state, self.epoch, self.leader_id, self.voted_id = state, epoch, leader_id, voted_id
-        return previous
+        self.on_switch(old, old_epoch)

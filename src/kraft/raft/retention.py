@@ -27,8 +27,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from kraft.raft.config import RaftConfig
-from kraft.raft.leader import LeaderState
-from kraft.raft.roles import Role
+from kraft.raft.roles import Follower, Leader, RoleState
 from kraft.raft.snapshot_catalog import SnapshotCatalog
 from kraft.storage import ReplicatedLog, SnapshotId, SnapshotStore
 
@@ -104,20 +103,19 @@ class LogStart:
         self.log = log
         self.snapshots = snapshots
         self.catalog = catalog
-        self.leader_start_offset = 0  # a follower's view of the leader's log start offset
         self._next_cleanup = 0
 
-    def maybe_clean(self, now: int, role: Role, leader: LeaderState | None, high_watermark: int | None) -> None:
+    def maybe_clean(self, now: int, state: RoleState, high_watermark: int | None) -> None:
         if now < self._next_cleanup:
             return
         self._next_cleanup = now + self.config.cleanup_interval_ms
         ids = self.snapshots.list()
-        if not ids or role not in (Role.LEADER, Role.FOLLOWER):
+        if not ids or not isinstance(state, Leader | Follower):
             return
-        if role == Role.FOLLOWER:
-            target = follower_target(ids, self.leader_start_offset)
+        if isinstance(state, Follower):
+            target = follower_target(ids, state.leader_start_offset)
             if target is not None:
-                self.move_to(target, f"the leader's log starts at {self.leader_start_offset}")
+                self.move_to(target, f"the leader's log starts at {state.leader_start_offset}")
         kept = self.snapshots.list()
         timestamps = self.catalog.timestamps
         retained = retention_target(
@@ -131,9 +129,10 @@ class LogStart:
         )
         if retained is None:
             return
-        if leader is None:
+        if not isinstance(state, Leader):
             self.move_to(retained, "metadata.max.retention.bytes/ms")
             return
+        leader = state.progress
         limit = min(high_watermark if high_watermark is not None else 0, self.log.end_offset)
         recent = now - self.config.fetch_timeout_ms
         young = leader.started_ms >= recent  # a voter not heard from yet may still come

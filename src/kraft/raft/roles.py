@@ -87,6 +87,7 @@ class Follower:
 
     fetch_deadline: int
     leader_resigned: bool = False
+    leader_start_offset: int = 0  # the leader's log start offset, as its last Fetch answer gave it
     download: SnapshotDownload | None = None
     role = Role.FOLLOWER
 
@@ -147,6 +148,17 @@ class Leader:
 
     def timeout_deadline(self) -> int | None:
         return None
+
+    def take_due(self, now: int, force: bool, log_end_offset: int) -> list[ParkedFetch]:
+        """The parked fetches to answer now, in the order they came: those with data, all of
+        them when the high watermark moved (`force`, so followers learn it promptly), and
+        those whose wait is over. The others stay parked."""
+        due, keep = [], []
+        for parked in self.parked:
+            ready = force or now >= parked.deadline or parked.fetch_offset < log_end_offset
+            (due if ready else keep).append(parked)
+        self.parked = keep
+        return due
 
 
 RoleState = Unattached | Voted | Candidate | Follower | Resigned | Leader

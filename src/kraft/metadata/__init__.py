@@ -8,6 +8,8 @@
 * `snapshot`: an image as snapshot records and back.
 
 Imports only `kraft.records`, the standard library and `immutables`.
+
+Its place among the layers: docs/architecture.md.
 """
 
 from kraft.metadata.cache import MetadataCache

@@ -1,4 +1,7 @@
-"""Kafka's wire protocol on top of kio: framing, headers, dispatch, ApiVersions, errors."""
+"""Kafka's wire protocol on top of kio: framing, headers, dispatch, ApiVersions, errors.
+
+Its place among the layers, and the listeners' limits: docs/architecture.md.
+"""
 
 from kraft.protocol.codec import (
     api_name,

@@ -1,4 +1,8 @@
-"""The Raft core (KIP-595 with KIP-320 fencing), sans-IO; see core.py."""
+"""The Raft core (KIP-595 with KIP-320 fencing), sans-IO.
+
+The driver contract is core.py's docstring; what each module owns, and why the core makes
+the choices it does: docs/architecture.md ("The Raft core is sans-IO").
+"""
 
 from kraft.raft.config import RaftConfig
 from kraft.raft.core import RaftCore

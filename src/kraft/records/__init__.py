@@ -3,6 +3,8 @@
 Walk batches without decoding (`iter_batches`, `iter_file_batches`), decode them for a state
 machine (`read_batches` then `RecordBatch.records()`), and build them (`build_batch`,
 `build_control_batch`).
+
+Its place among the layers: docs/architecture.md.
 """
 
 from kraft.records.batch import (

@@ -1,4 +1,7 @@
-"""Storage: the replicated log (file and memory), the leader-epoch cache, quorum-state."""
+"""Storage: the replicated log (file and memory), the leader-epoch cache, quorum-state.
+
+Its place among the layers, and the files on disk: docs/architecture.md.
+"""
 
 from kraft.storage.epoch_cache import LeaderEpochCache
 from kraft.storage.errors import (

@@ -8,7 +8,7 @@ from pyspark.errors import PySparkException
 
 from kraft.metadata import apply_records, decode_record, image_from_records, snapshot_records
 from kraft.records import HEADER_SIZE, SimpleRecord, build_batch
-from kraft.spark import RECORD_SCHEMA
+from kraft.spark import RECORD_SCHEMA, record_schema
 from kraft.spark.files import KraftFilesDataSource
 from kraft.spark.metadata_view import KraftMetadataDataSource
 from kraft.storage import FileLog, FileSnapshotStore, SnapshotId
@@ -21,10 +21,13 @@ def read(spark, path, **options):
 
 
 def test_every_record_of_every_segment_in_parallel_tasks(spark, records):
-    df = read(spark, records.path)
-    assert df.schema == RECORD_SCHEMA
+    df = read(spark, records.path, includeHeaders="true")
+    assert df.schema == record_schema(headers=True)
     assert df.rdd.getNumPartitions() == len(list(records.path.glob("*.log"))) > 1
     check_rows([r.asDict(recursive=True) for r in df.collect()], records.rows)
+    assert read(spark, records.path).schema == RECORD_SCHEMA  # headers only when asked, as Spark's Kafka source
+    assert "headers" not in RECORD_SCHEMA.fieldNames()
+    assert df.where("snapshot IS NOT NULL").count() == 0  # log rows are no snapshot's
     counts = df.selectExpr("count(*)", "count(DISTINCT offset)", "min(offset)", "max(offset)").first()
     assert tuple(counts) == (len(records.rows), len(records.rows), 0, len(records.rows) - 1)
     per_epoch = {r.leaderEpoch: r[1] for r in df.groupBy("leaderEpoch").count().collect()}

@@ -16,6 +16,7 @@ from kraft.records.control import ControlType, parse_control_key
 from kraft.spark import RECORD_SCHEMA
 from kraft.spark.history import HISTORY_SCHEMA
 from kraft.spark.live import DataLossError, OffsetRange, read_range
+from kraft.spark.live_options import ConsumerSettings
 from tests.server.cluster_helpers import back_up_a_snapshot, create_topics, kraft_cli, wait_for
 
 TOPIC = "__cluster_metadata"
@@ -97,20 +98,37 @@ def test_a_start_whose_epoch_the_log_no_longer_holds_is_data_loss(spark, cluster
 
 
 @pytest.mark.parametrize("options, message", [
-    ({}, "bootstrap.servers is required"),
+    ({}, r"option kafka.bootstrap.servers \(or bootstrap.servers\) is required"),
     ({"bootstrap.servers": "127.0.0.1:1", "startingOffsets": "{\"other\": {\"0\": 1}}"}, "exactly the topic"),
     ({"bootstrap.servers": "127.0.0.1:1", "startingOffsets": "[1, 2"}, "option startingOffsets"),
     ({"bootstrap.servers": "127.0.0.1:1", "failOnDataLoss": "maybe"}, "failOnDataLoss"),
-    ({"bootstrap.servers": "127.0.0.1:1", "subscribe": TOPIC}, "unknown option"),
+    ({"bootstrap.servers": "127.0.0.1:1", "subscribes": TOPIC}, "unknown option.*'subscribes'"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.sasl.mechanism": "PLAIN"},
+     "option kafka.sasl.mechanism: security .TLS, SASL. is not there yet"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.security.protocol": "SASL_SSL"}, "security .TLS, SASL."),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.group.id": "g"}, "kafka.group.id is not a setting"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "kafka.request.timeout.ms": "soon"}, "not an integer"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "bootstrap.servers": "127.0.0.1:2"}, "differ; give one"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "orders"}, r"\['orders'\] have no records to read"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": TOPIC, "assign": '{"x": [0]}'}, "give one of them"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribePattern": "orders.*"}, "matches no topic with records"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "assign": "[0]"}, "option assign is"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "startingOffsetsByTimestamp": '{"x": {"0": 1}}'},
+     "option startingOffsetsByTimestamp"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "startingTimestamp": "yesterday"}, "not a timestamp"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "maxTriggerDelay": "soon"}, "option maxTriggerDelay"),
+    ({"kafka.bootstrap.servers": "127.0.0.1:1", "snapshotFallback": "maybe"}, "snapshotFallback"),
 ])
 def test_bad_options_fail_with_a_message_that_names_them(spark, options, message):
     with pytest.raises(Exception, match=message):
         spark.read.format("kraft").options(**options).load().collect()
 
 
-def test_an_unknown_topic_and_a_backwards_range_are_refused(spark, cluster):
-    with pytest.raises(Exception, match="topic 'nope' is unknown"):
-        read(spark, cluster, topic="nope").collect()
+def test_a_topic_without_records_and_a_backwards_range_are_refused(spark, cluster):
+    with pytest.raises(Exception, match=r"topic\(s\) \['a-1'\] have no records to read"):
+        read(spark, cluster, topic="a-1").collect()
+    with pytest.raises(Exception, match=r"assign names partition\(s\) \[3\]"):
+        read(spark, cluster, assign=json.dumps({TOPIC: [3]})).collect()
     with pytest.raises(Exception, match="is before startingOffsets"):
         read(spark, cluster, startingOffsets=offsets_json(20), endingOffsets=offsets_json(10)).collect()
 
@@ -121,7 +139,7 @@ def test_a_task_stops_at_a_record_newer_than_the_epoch_its_range_was_planned_in(
     reference = committed(cluster, 40)
     first_epoch = reference[0].leader_epoch
     newer = next(r.offset for r in reference if r.leader_epoch > first_epoch)
-    task = OffsetRange(cluster.bootstrap_servers(), TOPIC, 0, 0, None, 40, first_epoch, True)
+    task = OffsetRange(ConsumerSettings(cluster.bootstrap_servers()), TOPIC, 0, 0, None, 40, first_epoch, True)
     with pytest.raises(DataLossError, match=f"offset {newer} now holds a record of epoch"):
         list(read_range(task))
     rows = pa.Table.from_batches(list(read_range(replace(task, fail_on_data_loss=False)))).column("offset")
@@ -134,12 +152,12 @@ def test_a_task_whose_start_the_log_no_longer_holds_is_data_loss(cluster):
     reference = committed(cluster, 40)
     first_epoch = reference[0].leader_epoch
     newer = next(r.offset for r in reference if r.leader_epoch > first_epoch)
-    stale = OffsetRange(cluster.bootstrap_servers(), TOPIC, 0, newer + 3, first_epoch, 40, 100, True)
+    stale = OffsetRange(ConsumerSettings(cluster.bootstrap_servers()), TOPIC, 0, newer + 3, first_epoch, 40, 100, True)
     with pytest.raises(DataLossError, match=f"truncated below offset {newer + 3} .first diverging offset {newer}"):
         list(read_range(stale))
     assert list(read_range(replace(stale, fail_on_data_loss=False))) == []
     hw = Consumer(cluster.bootstrap_servers()).end_offsets([TP])[TP].offset
-    gone = OffsetRange(cluster.bootstrap_servers(), TOPIC, 0, hw + 1000, None, hw + 1010, 100, True)
+    gone = OffsetRange(ConsumerSettings(cluster.bootstrap_servers()), TOPIC, 0, hw + 1000, None, hw + 1010, 100, True)
     with pytest.raises(DataLossError, match=f"offset {hw + 1000} is no longer in the log"):
         list(read_range(gone))
 
@@ -223,7 +241,11 @@ def test_a_stream_across_a_truncation_fails_or_resumes_at_the_divergence(spark, 
             stream(spark, cluster, sink, checkpoint)
         assert spark.read.parquet(str(sink)).count() == len(old)  # nothing of the new history
 
-        stream(spark, cluster, sink, checkpoint, failOnDataLoss="false")
+        progress = stream(spark, cluster, sink, checkpoint, failOnDataLoss="false")
+        # The loss is in the query's progress too, not only in the driver's log.
+        reported = [json.loads(p["sources"][0]["latestOffset"]) for p in progress if p["sources"][0]["latestOffset"]]
+        losses = [loss for r in reported for loss in r.get("dataLoss", [])]
+        assert len(losses) == 1 and f"first diverging offset {snapshot_end}" in losses[0], reported
         rows = spark.read.parquet(str(sink)).orderBy("offset", "leaderEpoch").collect()
         new = [r.offset for r in rows if r.leaderEpoch >= 101]
         # From the divergence on, every offset once, up to a high watermark that broker

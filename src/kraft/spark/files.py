@@ -20,6 +20,8 @@ from the driver's working directory. Rows have `rows.RECORD_SCHEMA`, or with
     decode            "none" (default): Kafka's rows. "metadata": one row per decoded
                       metadata record (`kraft.spark.history`), topic names resolved from
                       the TopicRecords of the view, which the reader collects when it is made.
+    includeHeaders    "false" (default) or "true": the headers column (Kafka rows), as
+                      Spark's Kafka source has it only when asked.
 
 The names and the "earliest"/"latest" values are those of Spark's Kafka source.
 
@@ -37,7 +39,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kraft.records import RecordBatch
-from kraft.spark.history import HISTORY_SCHEMA, TopicNames, decode_all
+from kraft.spark.history import TopicNames, decode_all
 from kraft.spark.logdir import (
     DEFAULT_MAX_SLICE_BYTES,
     LogDirectory,
@@ -48,8 +50,8 @@ from kraft.spark.logdir import (
     open_snapshot,
     read_slice,
 )
-from kraft.spark.options import DECODE, Options
-from kraft.spark.rows import RECORD_SCHEMA, to_arrow
+from kraft.spark.options import DECODE, INCLUDE_HEADERS, Options
+from kraft.spark.rows import to_arrow
 
 EARLIEST, SNAPSHOT = "earliest", "snapshot"
 
@@ -89,6 +91,7 @@ class KraftFilesReader(DataSourceReader):
             from_snapshot=from_snapshot, high=options.ending_offset(), max_slice_bytes=max_slice_bytes
         )
         self.names = view_topic_names(self.view) if options.decode() else None
+        self.headers = options.include_headers()
 
     def partitions(self) -> list[InputPartition]:
         return [FilePiece(p) for p in self.view.pieces]
@@ -97,11 +100,12 @@ class KraftFilesReader(DataSourceReader):
         if not isinstance(partition, FilePiece):
             return  # Spark's stand-in for a plan without partitions: an empty view
         piece, view = partition.piece, self.view
-        snapshot = piece.snapshot_id if isinstance(piece, SnapshotFile) else None
-        offset = snapshot.end_offset - 1 if snapshot is not None else None
+        sid = piece.snapshot_id if isinstance(piece, SnapshotFile) else None
+        snapshot = (sid.end_offset, sid.epoch) if sid is not None else None
         with named(piece.path):
-            rows = to_arrow(piece_batches(piece, view), topic=view.topic, partition=view.partition, offset=offset)
-            yield from rows if self.names is None else decode_all(rows, self.names, snapshot)
+            rows = to_arrow(piece_batches(piece, view), topic=view.topic, partition=view.partition, snapshot=snapshot,
+                            headers=self.headers)
+            yield from rows if self.names is None else decode_all(rows, self.names)
 
 
 class KraftFilesDataSource(DataSource):
@@ -110,10 +114,11 @@ class KraftFilesDataSource(DataSource):
         return "kraft-files"
 
     def _options(self) -> Options:
-        return Options(self.name(), self.options, ("startingOffsets", "endingOffsets", "maxPartitionBytes", DECODE))
+        return Options(self.name(), self.options,
+                       ("startingOffsets", "endingOffsets", "maxPartitionBytes", DECODE, INCLUDE_HEADERS))
 
     def schema(self) -> StructType:
-        return HISTORY_SCHEMA if self._options().decode() else RECORD_SCHEMA
+        return self._options().row_schema()
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KraftFilesReader(self._options())

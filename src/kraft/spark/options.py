@@ -8,18 +8,31 @@ silently ignored.
 import os
 from collections.abc import Mapping
 
+from pyspark.sql.types import StructType
+
+from kraft.spark.history import HISTORY_SCHEMA
+from kraft.spark.rows import record_schema
+
 LATEST = "latest"
-DECODE = "decode"  # the option both record sources take: "none" (Kafka rows) or "metadata" (history rows)
+# Options both record sources take: "none" (Kafka rows) or "metadata" (history rows); and
+# whether Kafka rows have Spark's headers column.
+DECODE, INCLUDE_HEADERS = "decode", "includeHeaders"
 
 
 class Options:
-    def __init__(self, source: str, options: Mapping[str, str], known: tuple[str, ...]) -> None:
+    def __init__(self, source: str, options: Mapping[str, str], known: tuple[str, ...], prefix: str = "") -> None:
+        """`prefix`: options whose names start with it are the source's to check (kafka.*)."""
         self.source = source
         self._options = {k.lower(): v for k, v in options.items()}
         names = {k.lower(): k for k in (*known, "path")}
-        unknown = sorted(k for k in self._options if k not in names)
+        unknown = sorted(k for k in self._options if k not in names and not (prefix and k.startswith(prefix)))
         if unknown:
-            raise ValueError(f"{source}: unknown option(s) {unknown}; it knows {sorted(names.values())}")
+            known_names = sorted(names.values()) + ([f"{prefix}*"] if prefix else [])
+            raise ValueError(f"{source}: unknown option(s) {unknown}; it knows {known_names}")
+
+    def with_prefix(self, prefix: str) -> dict[str, str]:
+        """The options whose (lower case) names start with `prefix`, without it."""
+        return {k[len(prefix):]: v for k, v in self._options.items() if k.startswith(prefix)}
 
     def path(self) -> str:
         """The path given to load(), made absolute. Readers are made on the driver and read
@@ -37,6 +50,17 @@ class Options:
         """Whether rows are decoded metadata records (`kraft.spark.history`) rather than
         Kafka's rows: option `decode`, "none" (the default) or "metadata"."""
         return self.choice(DECODE, ("none", "metadata")) == "metadata"
+
+    def include_headers(self) -> bool:
+        """Option `includeHeaders`, "false" (Spark's default) or "true"."""
+        return self.boolean(INCLUDE_HEADERS, False)
+
+    def row_schema(self) -> StructType:
+        """The rows of a record source: decoded history, or Kafka's (with headers if asked)."""
+        return HISTORY_SCHEMA if self.decode() else record_schema(self.include_headers())
+
+    def boolean(self, name: str, default: bool) -> bool:
+        return self.choice(name, ("true", "false") if default else ("false", "true")) == "true"
 
     def get(self, name: str, default: str) -> str:
         return self._options.get(name.lower(), default)

@@ -24,6 +24,7 @@ from typing import Literal, NamedTuple
 from crc32c import crc32c
 
 from kraft.records import _codec
+from kraft.records._codec import Record  # a decoded record: a tuple with named fields, fast to build
 from kraft.records.compression import Compression, compress, decompress
 from kraft.records.errors import CorruptRecordError, IncompleteBatchError
 
@@ -44,9 +45,6 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
-
-Record = _codec.Record
-"""A decoded record (offset, timestamp, key, value, headers); tuple-like and fast to build."""
 
 
 class TimestampType(enum.IntEnum):

@@ -21,6 +21,7 @@ epoch); it is checked against the log's batches instead, entry by entry.
 """
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import crc32c
@@ -32,7 +33,7 @@ VERSION = 0
 CHECKSUM_ENTRY = "__kraft_crc32c"
 
 
-def write_checkpoint(path: Path, entries: list[tuple[object, ...]]) -> None:
+def write_checkpoint(path: Path, entries: Sequence[tuple[object, ...]]) -> None:
     lines = [str(VERSION), str(len(entries)), *(" ".join(str(f) for f in e) for e in entries)]
     fsutil.atomic_write(path, ("\n".join(lines) + "\n").encode())
 

@@ -127,7 +127,7 @@ class ReplicatedLog(ABC):
                 current = h.partition_leader_epoch
                 epochs.assign(current, h.base_offset)
         self._write(batches, headers)
-        return LogAppendInfo(headers[0].base_offset, self.end_offset - 1, latest)
+        return LogAppendInfo(headers[0].base_offset, self.end_offset - 1, headers[-1].partition_leader_epoch)
 
     def _check_sizes(self, headers: list[BatchHeader], total: int) -> None:
         """Refuses an empty append or one with a batch above max_batch_bytes (no batch can be if the whole is not)."""

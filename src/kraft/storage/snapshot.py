@@ -282,7 +282,7 @@ class _PartWriter:
         if self._state != "open":
             raise SnapshotError(f"{self._part.name}: the writer is {self._state}")
 
-    def _freeze(self, tail: bytes) -> SnapshotId:
+    def _freeze(self, tail: bytes | bytearray) -> SnapshotId:
         """Writes the last bytes and publishes; on any failure nothing is left behind."""
         try:
             if tail:
@@ -345,7 +345,7 @@ class SnapshotWriter(_PartWriter):
             self.abort()
             raise
 
-    def _control_batch(self, message: SnapshotHeaderRecord | SnapshotFooterRecord) -> bytes:
+    def _control_batch(self, message: SnapshotHeaderRecord | SnapshotFooterRecord) -> bytearray:
         batch = build_control_batch(
             message,
             base_offset=self._next_offset,
@@ -355,7 +355,7 @@ class SnapshotWriter(_PartWriter):
         self._next_offset += 1
         return batch
 
-    def _data_batch(self, records: Sequence[SimpleRecord | tuple]) -> bytes:
+    def _data_batch(self, records: Sequence[SimpleRecord | tuple]) -> bytearray:
         batch = build_batch(
             records,
             base_offset=self._next_offset,

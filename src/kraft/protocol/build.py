@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any
 
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
+from kio.static.protocol import Entity
 
 from kraft.protocol.codec import request_class, response_class
 
@@ -21,7 +22,7 @@ class BuildError(TypeError):
 
 
 @cache
-def _plan(cls: type) -> list[tuple[str, Any, bool]]:
+def _plan(cls: type[Entity]) -> list[tuple[str, Any, bool]]:
     """(field name, nested class or None, required) for each field of `cls`."""
     plan = []
     for f in dataclasses.fields(cls):
@@ -32,7 +33,7 @@ def _plan(cls: type) -> list[tuple[str, Any, bool]]:
     return plan
 
 
-def build_entity(cls: type, data: dict[str, Any]) -> Any:
+def build_entity(cls: type[Entity], data: dict[str, Any]) -> Any:
     values = {}
     for name, nested, required in _plan(cls):
         if name not in data:

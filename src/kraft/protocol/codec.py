@@ -14,6 +14,7 @@ from typing import Any
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
+from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
 from kraft.protocol.errors import MalformedFrameError, UnsupportedVersionError
 from kraft.protocol.framing import frame
@@ -29,7 +30,7 @@ def api_name(api_key: int) -> str:
 
 
 @cache
-def request_class(api_key: int, version: int) -> type:
+def request_class(api_key: int, version: int) -> type[RequestPayload]:
     try:
         return load_request_schema(api_key, version)
     except KioIndexError:
@@ -37,7 +38,7 @@ def request_class(api_key: int, version: int) -> type:
 
 
 @cache
-def response_class(api_key: int, version: int) -> type:
+def response_class(api_key: int, version: int) -> type[ResponsePayload]:
     try:
         return load_response_schema(api_key, version)
     except KioIndexError:
@@ -45,7 +46,7 @@ def response_class(api_key: int, version: int) -> type:
 
 
 def decode(
-    cls: type, buf: bytes | memoryview, pos: int = 0, zero_copy: bool = False
+    cls: type[Entity], buf: bytes | memoryview, pos: int = 0, zero_copy: bool = False
 ) -> tuple[Any, int]:
     """Reads a `cls` at `pos`; returns it and the end position.
 
@@ -123,7 +124,7 @@ def encode_request(request: Any, correlation_id: int, client_id: str | None) -> 
     return frame(encode(header), encode(request))
 
 
-def decode_response(frame_body: bytes | memoryview, response_cls: type, zero_copy: bool = False) -> tuple[int, Any]:
+def decode_response(frame_body: bytes | memoryview, response_cls: type[ResponsePayload], zero_copy: bool = False) -> tuple[int, Any]:
     """Parses a response frame (without size prefix) into (correlation_id, response). With
     `zero_copy`, record sets are views of `frame_body` (see kraft.protocol.tagged). A peer's
     response is checked as a request is: a hostile peer must not crash the node either."""

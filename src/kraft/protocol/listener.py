@@ -55,7 +55,7 @@ class Connection(WriteFlow, asyncio.BufferedProtocol):
         max_frame_bytes: int,
         limits: ListenerLimits,
         memory: RequestMemory,
-        on_lost: Callable[[], None],
+        on_lost: Callable[[], object],  # its result, if any, is ignored (Task.cancel returns a bool)
     ) -> None:
         """`on_lost` is called if the connection ends while a request of it is being handled:
         the server then stops the handler (its answer could go nowhere)."""

@@ -10,7 +10,7 @@ split there. The server then writes the bytes and os.sendfile()s each region in 
 import dataclasses
 import os
 import struct
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from kraft.protocol.codec import encode
 
@@ -91,5 +91,5 @@ def encode_response_segments(correlation_id: int, response: Any) -> list[Segment
         position = at + _TOKEN_LENGTH
     segments.append(body[position:])
     total = sum(len(s) if isinstance(s, bytes) else s.length for s in segments)
-    segments[0] = _INT32.pack(total) + segments[0]
+    segments[0] = _INT32.pack(total) + cast(bytes, segments[0])  # bytes: a region always follows bytes
     return segments

@@ -15,6 +15,7 @@ from types import NoneType, UnionType
 from typing import Any, Union, get_args, get_origin
 
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag
+from kio.static.protocol import Entity
 
 from kraft.protocol._shape import Shape, ShapeError, check
 from kraft.protocol.errors import MalformedFrameError
@@ -60,7 +61,7 @@ def _nullable(f: dataclasses.Field) -> bool:
     return get_origin(f.type) in (UnionType, Union) and NoneType in get_args(f.type)
 
 
-def _layout(cls: type, f: dataclasses.Field) -> Layout:
+def _layout(cls: type[Entity], f: dataclasses.Field) -> Layout:
     """A field's layout. Null is allowed where the field's type allows None: kio reads a null
     array into a field that may not hold one, and the handler then fails on it."""
     flexible = cls.__flexible__
@@ -94,7 +95,7 @@ def _merge_fixed(fields: list[tuple[str, Layout]]) -> list[tuple[str, Layout]]:
 
 
 @cache
-def shape(cls: type) -> Shape:
+def shape(cls: type[Entity]) -> Shape:
     """The compiled shape of a kio message class (request, response, header or nested struct)."""
     plain: list[tuple[str, Layout]] = []
     tagged: list[tuple[int, str, Layout]] = []
@@ -107,7 +108,7 @@ def shape(cls: type) -> Shape:
     return Shape(cls.__name__, cls.__flexible__, _merge_fixed(plain), tagged)
 
 
-def checked_end(cls: type, buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+def checked_end(cls: type[Entity], buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
     """Where a `cls` starting at `pos` ends, once every length and count in it is known to
     fit; MalformedFrameError naming the field and byte otherwise."""
     try:

@@ -25,6 +25,7 @@ from kio.serial.readers import (
     read_legacy_array_length,
     read_unsigned_varint,
 )
+from kio.static.protocol import Entity
 
 Plan = tuple[list[tuple[Field, Any]], dict[int, tuple[Field, Any]]]
 
@@ -33,6 +34,7 @@ def _records_view(flexible: bool) -> Any:
     """A reader of a nullable `records` field that returns a view of the buffer."""
 
     def read(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
+        length: int  # a compact length is one more than the count; a legacy one is an int32
         if flexible:
             length, size = read_unsigned_varint(buf, pos)
             length -= 1
@@ -48,7 +50,7 @@ def _records_view(flexible: bool) -> Any:
 
 
 @cache
-def _plan(cls: type, zero_copy: bool = False) -> Plan:
+def _plan(cls: type[Entity], zero_copy: bool = False) -> Plan:
     """For each field, either a reader (primitives) or a marker to recurse (structs)."""
     is_header = cls.__name__ == "RequestHeader"
     plain: list[tuple[Field, Any]] = []
@@ -70,7 +72,7 @@ def _plan(cls: type, zero_copy: bool = False) -> Plan:
 
 
 def _read_field(
-    cls: type, f: Field, how: Any, buf: memoryview, pos: int, is_tag: bool, zero_copy: bool
+    cls: type[Entity], f: Field, how: Any, buf: memoryview, pos: int, is_tag: bool, zero_copy: bool
 ) -> tuple[Any, int]:
     if isinstance(how, EntityTupleField):
         reader = read_compact_array_length if cls.__flexible__ else read_legacy_array_length
@@ -94,7 +96,7 @@ def _read_field(
     return value, pos + size
 
 
-def read_entity(cls: type, buf: memoryview, pos: int, zero_copy: bool = False) -> tuple[Any, int]:
+def read_entity(cls: type[Entity], buf: memoryview, pos: int, zero_copy: bool = False) -> tuple[Any, int]:
     """Reads one `cls` at `pos`, skipping unknown tagged fields; returns it and the end position."""
     plain, tagged = _plan(cls, zero_copy)
     values: dict[str, Any] = {}

@@ -201,5 +201,5 @@ def test_a_voter_answered_with_divergence_keeps_the_leader_alive():
         p = partition(leader.request(fetch(offset=5, last_epoch=1, replica=2)))
         assert diverging(p) == (1, 1), "voter 2 holds more of epoch 1 than the leader: it must truncate"
     assert leader.core.role == Role.LEADER
-    leader.advance(leader.config.fetch_timeout_ms)
+    leader.advance(leader.config.fetch_timeout_ms * 3 // 2)
     assert leader.core.role == Role.RESIGNED

@@ -115,10 +115,11 @@ def test_a_follower_without_news_from_its_leader_starts_an_election():
     assert node.core.role == Role.CANDIDATE and node.core.epoch == 3
 
 
-def test_check_quorum_the_leader_resigns_without_a_majority_and_names_successors():
+def test_check_quorum_the_leader_resigns_after_one_and_a_half_fetch_timeouts_without_a_majority():
+    """Kafka's LeaderState: 1.5 x controller.quorum.fetch.timeout.ms, slack for the network and IO."""
     leader = leader_node()
     leader.request(m.fetch_request("c", 3, 1, 1, 1, 0, 0, 1 << 20))  # voter 3 is at offset 1
-    leader.advance(leader.config.fetch_timeout_ms - 1)
+    leader.advance(leader.config.fetch_timeout_ms * 3 // 2 - 1)
     assert leader.core.role == Role.LEADER
     leader.advance(1)
     assert leader.core.role == Role.RESIGNED

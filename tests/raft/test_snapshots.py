@@ -219,7 +219,7 @@ def test_fetch_snapshot_from_a_voter_counts_toward_check_quorum():
         leader.advance(leader.config.fetch_timeout_ms // 2)
         leader.request(fetch_snapshot())
     assert leader.core.role == Role.LEADER
-    leader.advance(leader.config.fetch_timeout_ms)
+    leader.advance(leader.config.fetch_timeout_ms * 3 // 2)
     assert leader.core.role == Role.RESIGNED
 
 

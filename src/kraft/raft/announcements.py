@@ -1,7 +1,8 @@
 """BeginQuorumEpoch and EndQuorumEpoch (KIP-595): leaders announcing themselves and handing over.
 
-A new leader sends BeginQuorumEpoch to every voter until each acknowledges (a voter that
-fetches in the epoch counts as having heard it); a resigning leader sends EndQuorumEpoch,
+A leader sends BeginQuorumEpoch to every other voter when elected and then every half fetch
+timeout, as Kafka 3.9+ does: a heartbeat that reaches a voter which missed the election or
+lost its answer, whether or not it fetches. A resigning leader sends EndQuorumEpoch,
 naming its successors most caught up first, until each voter acknowledges. A voter told by
 its leader that it resigns campaigns at once if it is the first successor, the others
 after a backoff that grows with their place in the list. The answers to these and to Vote
@@ -16,7 +17,6 @@ from kio.schema.errors import ErrorCode
 from kraft.raft import messages as m
 from kraft.raft.config import RaftConfig
 from kraft.raft.gate import Gate
-from kraft.raft.leader import LeaderState
 from kraft.raft.outbox import Outbox
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.roles import Follower, Leader, Resigned
@@ -32,11 +32,15 @@ class Announcements:
 
     # ---------------------------------------------------------------- sending
 
-    def announce(self, leader: LeaderState, now: int) -> None:
-        """A leader: BeginQuorumEpoch to every voter that has not acknowledged it."""
+    def announce(self, leader: Leader, now: int) -> None:
+        """A leader: BeginQuorumEpoch to every other voter, when its timer runs out."""
+        if now < leader.next_begin_quorum:
+            return
+        leader.next_begin_quorum = now + leader.begin_quorum_interval_ms
+        request = m.begin_quorum_request(self.config.cluster_id, self.node_id, self.quorum.epoch)
         for voter in self.config.voters:
-            if voter not in leader.begin_quorum_acked and self.outbox.can_send(voter, now):
-                self.outbox.send(voter, m.begin_quorum_request(self.config.cluster_id, self.node_id, leader.epoch), now)
+            if voter != self.node_id and self.outbox.can_send(voter, now):
+                self.outbox.send(voter, request, now)
 
     def hand_over(self, resigned: Resigned, now: int) -> None:
         """A resigned leader: EndQuorumEpoch to every voter that has not acknowledged it."""
@@ -79,7 +83,9 @@ class Announcements:
         p = self._checked(handle, request, m.end_quorum_response)
         if p is None:
             return
-        if p.leader_epoch > quorum.epoch:
+        if p.leader_epoch > quorum.epoch or quorum.leader_id is None:
+            # As Kafka: a voter that knew no leader of this epoch follows the one resigning,
+            # so that its successors' order applies to it too.
             quorum.become_follower(p.leader_epoch, p.leader_id, now)
         follower = quorum.state
         if isinstance(follower, Follower) and quorum.leader_id == p.leader_id:
@@ -109,12 +115,7 @@ class Announcements:
 
     def on_begin_response(self, source: int, response: m.BeginQuorumEpochResponse, now: int) -> None:
         p = self.read_response(source, response, now)
-        if p is None:
-            return
-        leader = self.quorum.state
-        if isinstance(leader, Leader) and p.error_code == ErrorCode.none and p.leader_epoch == self.quorum.epoch:
-            leader.progress.begin_quorum_acked.add(source)
-        else:
+        if p is not None and p.error_code != ErrorCode.none:
             self.outbox.back_off(source, now)
 
     def on_end_response(self, source: int, response: m.EndQuorumEpochResponse, now: int) -> None:

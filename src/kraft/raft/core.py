@@ -255,8 +255,8 @@ class RaftCore:
 
     def _switched(self, old: RoleState, old_epoch: int) -> None:
         """What leaving a role means, once the new one is durable (QuorumState calls this)."""
-        if isinstance(old, Leader):  # its parked fetches are answered as of the epoch it led
-            error = m.fetch_response(ErrorCode.not_leader_or_follower, leader_id=self.node_id, epoch=old_epoch)
+        if isinstance(old, Leader):  # its parked fetches learn the new leader and epoch, if known
+            error = self._fetch_error(ErrorCode.not_leader_or_follower)
             for parked in old.parked:
                 self.outbox.reply(parked.handle, error)
         if isinstance(old, Follower) and old.download is not None:
@@ -331,13 +331,13 @@ class RaftCore:
             for batch in leader.appends.drain(now):
                 self.log.append_as_leader(batch, self.epoch)
         self._answer_parked_fetches(leader, now, force=self._advance_high_watermark(leader))
-        if now - leader.progress.quorum_contact_ms(now) >= self.config.fetch_timeout_ms:
+        if now - leader.progress.quorum_contact_ms(now) >= leader.check_quorum_ms:
             log.warning("node %d: resigning leadership of epoch %d: no fetch from a majority of voters in %d ms",
-                        self.node_id, self.epoch, self.config.fetch_timeout_ms)
+                        self.node_id, self.epoch, leader.check_quorum_ms)
             self._become_resigned(now)
             self._poll(now)
             return
-        self.announcements.announce(leader.progress, now)
+        self.announcements.announce(leader, now)
         leader.progress.expire_observers(now, self.config.observer_expiry_ms)
 
     # ---------------------------------------------------------------- follower and observer
@@ -387,10 +387,11 @@ class RaftCore:
                 self._become_candidate(now)
                 self._poll(now)
             return
-        # Lost: the election timed out, or a majority refused or cannot be reached (a dead
-        # leader's port refuses at once; with one peer refusing because it voted for itself,
-        # a three-voter quorum would otherwise wait out the whole election timeout).
-        lost = len(candidate.rejected | candidate.unreachable) >= self.config.majority
+        # Lost, as Kafka counts it: the election timed out, or the votes granted and still
+        # unanswered cannot make a majority. A voter that cannot be reached counts as refusing
+        # (a dead leader's port refuses at once; with one peer refusing because it voted for
+        # itself, a three-voter quorum would otherwise wait out the whole election timeout).
+        lost = len(self.config.voters) - len(candidate.rejected | candidate.unreachable) < self.config.majority
         if now >= candidate.election_deadline or lost:
             candidate.backoff_until = now + self.rng.randrange(self.config.election_backoff_max_ms + 1)
             return
@@ -581,8 +582,14 @@ class RaftCore:
         follower.fetch_deadline = now + self.config.fetch_timeout_ms
         if p.log_start_offset >= 0:
             follower.leader_start_offset = p.log_start_offset
-        if p.snapshot_id.end_offset >= 0 and p.snapshot_id.epoch >= 0:
-            self._start_download(follower, SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch))
+        if p.snapshot_id.end_offset >= 0 or p.snapshot_id.epoch >= 0:
+            if p.snapshot_id.end_offset < 0 or p.snapshot_id.epoch < 0:  # as Kafka: a broken answer, retried
+                self.gate.once(("snapshot id", source), logging.ERROR, "node %d: leader %d named snapshot %d-%d, "
+                               "which is not a snapshot id", self.node_id, source, p.snapshot_id.end_offset,
+                               p.snapshot_id.epoch)
+                self.outbox.back_off(source, now)
+            else:
+                self._start_download(follower, SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch))
             return
         if p.diverging_epoch.end_offset >= 0 and p.diverging_epoch.epoch >= 0:
             diverging = OffsetAndEpoch(p.diverging_epoch.end_offset, p.diverging_epoch.epoch)

@@ -42,13 +42,11 @@ class LeaderState:
     high_watermark: int | None = None
     voter_progress: dict[int, ReplicaProgress] = field(default_factory=dict)
     observer_progress: dict[int, ReplicaProgress] = field(default_factory=dict)
-    begin_quorum_acked: set[int] = field(default_factory=set)
     granting_voters: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for v in self.voters:
             self.voter_progress[v] = ReplicaProgress(v)
-        self.begin_quorum_acked.add(self.node_id)
 
     def progress(self, replica_id: int) -> ReplicaProgress:
         if replica_id in self.voter_progress:
@@ -57,8 +55,6 @@ class LeaderState:
 
     def record_fetch(self, replica_id: int, fetch_offset: int, leader_end_offset: int, now: int) -> None:
         self.progress(replica_id).update(fetch_offset, leader_end_offset, now)
-        if replica_id in self.voter_progress:
-            self.begin_quorum_acked.add(replica_id)
 
     def record_contact(self, replica_id: int, now: int) -> None:
         """A voter was heard from (FetchSnapshot, for check quorum) without a log position."""

@@ -130,17 +130,31 @@ class ParkedFetch:
 @dataclass(slots=True)
 class Leader:
     """Leading: the replicas' progress and high watermark (LeaderState), the appends not
-    yet in the log, and the fetches parked until there is something to send."""
+    yet in the log, the fetches parked until there is something to send, and two timers as
+    Kafka's LeaderState has them: check quorum (1.5 fetch timeouts without a majority's
+    fetches and the leader resigns: some slack for the network and the disk), and
+    BeginQuorumEpoch sent to every voter at once and then every half fetch timeout, as a
+    heartbeat that lets a voter which missed the election learn its leader."""
 
     progress: LeaderState
     appends: BatchAccumulator
     fetch_timeout_ms: int
     parked: list[ParkedFetch] = field(default_factory=list)
+    next_begin_quorum: int = 0
     role = Role.LEADER
+
+    @property
+    def check_quorum_ms(self) -> int:
+        return self.fetch_timeout_ms * 3 // 2
+
+    @property
+    def begin_quorum_interval_ms(self) -> int:
+        return self.fetch_timeout_ms // 2
 
     def deadlines(self, now: int) -> list[int]:
         out = [p.deadline for p in self.parked]
-        out.append(self.progress.quorum_contact_ms(now) + self.fetch_timeout_ms)
+        out.append(self.progress.quorum_contact_ms(now) + self.check_quorum_ms)
+        out.append(self.next_begin_quorum)
         linger = self.appends.deadline()
         if linger is not None:
             out.append(linger)
@@ -153,7 +167,8 @@ class Leader:
         """The parked fetches to answer now, in the order they came: those with data, all of
         them when the high watermark moved (`force`, so followers learn it promptly), and
         those whose wait is over. The others stay parked."""
-        due, keep = [], []
+        due: list[ParkedFetch] = []
+        keep: list[ParkedFetch] = []
         for parked in self.parked:
             ready = force or now >= parked.deadline or parked.fetch_offset < log_end_offset
             (due if ready else keep).append(parked)

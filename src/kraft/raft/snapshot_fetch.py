@@ -80,10 +80,10 @@ def _check(topic: Any, part: Any, sid: SnapshotId, fence: Callable[[int], ErrorC
     error = fence(part.current_leader_epoch)
     if error != ErrorCode.none:
         return error
-    reader = catalog.reader(sid)
+    reader = catalog.reader(sid) if sid.end_offset > 0 else None  # (0, 0) is Kafka's bootstrap id: never served
     if reader is None:
         return ErrorCode.snapshot_not_found
-    if not 0 <= part.position <= reader.size:
+    if not 0 <= part.position < reader.size:  # as Kafka: at the end there is nothing left to fetch
         return ErrorCode.position_out_of_range
     return _Chunk(reader, part.position)
 

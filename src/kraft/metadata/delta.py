@@ -194,7 +194,9 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerRegistration | None] = {}
         self._topics: dict[bytes, _TopicChange | None] = {}  # None: removed
         self._names: dict[str, bytes | None] = {}  # topic names created (id) or removed (None)
-        self._configs: dict[ConfigResource, _ConfigChange] = {}  # whole new configs per resource
+        # Whole new configs per resource. Keyed by ConfigResource, which also answers to the
+        # plain (type, name) tuple it equals (see _config), hence the key type.
+        self._configs: dict[tuple[int, str], _ConfigChange] = {}
         self._next_producer_id: int | None = None
         self._maps: dict[str, dict[Any, Any]] = {name: {} for name in _MAPS}  # key -> value, None removes
         self._quotas: dict[QuotaEntity, dict[str, float]] = {}  # whole new quotas per entity
@@ -613,7 +615,7 @@ class MetadataDelta:
         by_id, by_name, isrs = self._apply_topics()
         configs = _merged(
             image.configs,
-            {res: (immutables.Map(c.entries) if c.entries else None) for res, c in self._configs.items()},
+            {c.resource: (immutables.Map(c.entries) if c.entries else None) for c in self._configs.values()},
         )
         quotas = _merged(image.client_quotas, {e: (immutables.Map(q) if q else None) for e, q in self._quotas.items()})
         return MetadataImage(

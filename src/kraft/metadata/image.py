@@ -27,7 +27,7 @@ import enum
 import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import immutables
 
@@ -134,15 +134,16 @@ class ScramCredential(NamedTuple):
     iterations: int
 
 
-_INTERNED: dict[tuple[int, ...], tuple[int, ...]] = {}
+_INTERNED: dict[tuple, tuple] = {}
 _INTERN_LIMIT = 1 << 18
+_Id = TypeVar("_Id", int, bytes)
 
 
-def intern_ids(ids: tuple[int, ...]) -> tuple[int, ...]:
-    """The one shared copy of a broker-id list. The table is only a cache: once it grows
-    past its limit (a cluster with very many distinct assignments) it starts over, and lists
-    interned before simply stay as they are."""
-    shared = _INTERNED.get(ids)
+def intern_ids(ids: tuple[_Id, ...]) -> tuple[_Id, ...]:
+    """The one shared copy of a list of broker ids (or of directory ids, which never equal
+    one). The table is only a cache: once it grows past its limit (a cluster with very many
+    distinct assignments) it starts over, and lists interned before simply stay as they are."""
+    shared: tuple[_Id, ...] | None = _INTERNED.get(ids)
     if shared is None:
         if len(_INTERNED) >= _INTERN_LIMIT:
             _INTERNED.clear()

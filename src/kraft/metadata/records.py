@@ -11,6 +11,7 @@ what it writes.
 """
 
 import base64
+from typing import get_args
 
 from kraft.metadata.schema import (
     BOOL,
@@ -310,4 +311,4 @@ MetadataRecord = (
     | UnregisterControllerRecord
 )
 
-RECORD_TYPES: tuple[type, ...] = MetadataRecord.__args__  # type: ignore[attr-defined]
+RECORD_TYPES: tuple[type, ...] = get_args(MetadataRecord)

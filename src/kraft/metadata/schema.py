@@ -30,7 +30,7 @@ import dataclasses
 import struct
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 from kraft.metadata import _fields
 from kraft.records.control import uvarint as encode_uvarint
@@ -169,7 +169,7 @@ class ArrayOf(WireType):
         """Writes the elements: one struct call for fixed-width ones, a loop otherwise."""
         element = self.element
         if isinstance(element, type):
-            return _repeat(element.__schema__.writer(version))
+            return _repeat(schema_of(element).writer(version))
         if element is UUID:
             return _write_uuids
         code = element.code
@@ -184,7 +184,7 @@ class ArrayOf(WireType):
     def layout(self, version: int) -> Layout:
         element = self.element
         if isinstance(element, type):
-            return "array", element.__schema__.plan(version)
+            return "array", schema_of(element).plan(version)
         return "array", element.name
 
     def writer(self, version: int, nullable: bool) -> Writer:
@@ -344,7 +344,8 @@ class Schema:
     def _compile_writer(self, version: int) -> Writer:
         steps, tagged_fields = self._writer_steps(version)
         names = [name for name, _, _ in self.fields]
-        write_steps = []
+        # (pack, getter, None) for a run of fixed-width fields, (None, getter, writer) for one other field
+        write_steps: list[tuple[Callable[..., bytes] | None, Callable[[Any], Any], Any]] = []
         for fmt, where, wf in steps:
             if fmt is not None:
                 write_steps.append((fmt.pack, _tuple_getter([names[i] for i in where]), None))
@@ -354,7 +355,7 @@ class Schema:
             (uvarint(tag), attrgetter(names[i]), self.fields[i][2], wf.type.writer(version, wf.nullable))
             for tag, i, wf in tagged_fields
         ]
-        absent = [
+        absent: list[tuple[str, Callable[[Any], Any], Any]] = [
             (name, attrgetter(name), default) for name, wf, default in self.fields if wf.since > version
         ]
         cls_name = self.cls.__name__
@@ -368,7 +369,7 @@ class Schema:
                     out.append(pack(*get(obj)))
                 else:
                     write_field(get(obj), out)
-            present = []
+            present: list[bytes] = []  # tag, length, data for each tagged field written
             for tag, get, default, write_field in tagged:
                 value = get(obj)
                 if value != default:
@@ -382,15 +383,29 @@ class Schema:
         return write
 
 
-def message(*, api_key: int | None = None, versions: tuple[int, int] = (0, 0)) -> Callable[[type], type]:
+_Message = TypeVar("_Message")
+
+
+@dataclass_transform(frozen_default=True)  # wire() is not a field specifier: to a checker it is the default it always gives
+def message(
+    *, api_key: int | None = None, versions: tuple[int, int] = (0, 0)
+) -> Callable[[type[_Message]], type[_Message]]:
     """Makes a class a frozen, slotted dataclass and attaches its compiled `__schema__`.
 
     Without an api_key the class is a struct used as an array element (BrokerEndpoint).
+    A type checker sees the class as the dataclass it becomes (dataclass_transform), so
+    records are checked where they are built; `schema_of` reads the schema back.
     """
 
-    def wrap(cls: type) -> type:
+    def wrap(cls: type[_Message]) -> type[_Message]:
         cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
-        cls.__schema__ = Schema(cls, api_key, versions)  # type: ignore[attr-defined]
+        setattr(cls, "__schema__", Schema(cls, api_key, versions))  # noqa: B010 (a type checker cannot see a new class attribute)
         return cls
 
     return wrap
+
+
+def schema_of(cls: type) -> Schema:
+    """The schema `message` compiled for `cls`."""
+    schema: Schema = cls.__dict__["__schema__"]
+    return schema

@@ -14,31 +14,46 @@ from collections.abc import Callable
 from kraft.metadata import _fields
 from kraft.metadata.errors import MetadataRecordError, RecordEncodeError
 from kraft.metadata.records import RECORD_TYPES, MetadataRecord
-from kraft.metadata.schema import Schema, uvarint
+from kraft.metadata.schema import Schema, schema_of, uvarint
 
 FRAME_VERSION = 1
 
 _HEADERS: dict[tuple[int, int], bytes] = {}
 
-def _read_plans(cls: type) -> tuple:
+
+def _schema_and_key(cls: type) -> tuple[Schema, int]:
+    schema = schema_of(cls)
+    if schema.api_key is None:
+        raise TypeError(f"{cls.__name__} is declared as a record type without an API key")
+    return schema, schema.api_key
+
+
+# Every record type's schema and API key, by class: what encode_record looks up per record.
+_SCHEMAS = {cls: _schema_and_key(cls) for cls in RECORD_TYPES}
+
+
+def _read_plans(schema: Schema, api_key: int, name: str) -> tuple[int, str, int, int, tuple[_fields.Plan, ...]]:
     """What the Decoder needs of a record type: API key, name, versions and a plan for each."""
-    schema: Schema = cls.__schema__  # type: ignore[attr-defined]
     low, high = schema.versions
-    return schema.api_key, cls.__name__, low, high, tuple(schema.plan(v) for v in range(low, high + 1))
+    return api_key, name, low, high, tuple(schema.plan(v) for v in range(low, high + 1))
 
 
-_DECODER = _fields.Decoder(MetadataRecordError, FRAME_VERSION, [_read_plans(cls) for cls in RECORD_TYPES])
+_DECODER = _fields.Decoder(
+    MetadataRecordError,
+    FRAME_VERSION,
+    [_read_plans(schema, api_key, cls.__name__) for cls, (schema, api_key) in _SCHEMAS.items()],
+)
 
 def encode_record(record: MetadataRecord, version: int | None = None) -> bytes:
     """The framed value of `record`, at `version` (default: the lowest that holds it, which
     is what kraft writes)."""
-    schema: Schema = type(record).__schema__  # type: ignore[attr-defined]
+    schema, api_key = _SCHEMAS[type(record)]
     if version is None:
         version = schema.version_for(record)
-    header = _HEADERS.get((schema.api_key, version))
+    header = _HEADERS.get((api_key, version))
     if header is None:
-        header = uvarint(FRAME_VERSION) + uvarint(schema.api_key) + uvarint(version)
-        _HEADERS[(schema.api_key, version)] = header
+        header = uvarint(FRAME_VERSION) + uvarint(api_key) + uvarint(version)
+        _HEADERS[(api_key, version)] = header
     out = [header]
     try:
         schema.writer(version)(record, out)

@@ -9,7 +9,7 @@ v0 (KIP-595), Fetch v13 (topic ids, DivergingEpoch, SnapshotId), FetchSnapshot v
 
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final, cast
 
 from kio.schema.begin_quorum_epoch.v0 import request as bqe_req
 from kio.schema.begin_quorum_epoch.v0 import response as bqe_resp
@@ -22,13 +22,23 @@ from kio.schema.fetch.v13 import request as fetch_req
 from kio.schema.fetch.v13 import response as fetch_resp
 from kio.schema.fetch_snapshot.v0 import request as fs_req
 from kio.schema.fetch_snapshot.v0 import response as fs_resp
+from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v0 import request as vote_req
 from kio.schema.vote.v0 import response as vote_resp
+from kio.static.primitive import i32, i32Timedelta, i64
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
 METADATA_PARTITION = 0
 NO_LEADER = -1
+
+# kio declares its fields with phantom types (i32, i64, BrokerId, TopicName, i32Timedelta): at run
+# time a plain int in range already is an i32, and kio's constructors take it as it is. Converting
+# with i32(x) would check the range again at about 0.75 us a field on every Fetch, for values the
+# core keeps in range by construction; so the builders below cast, which only tells mypy.
+_PARTITION: Final = cast(i32, METADATA_PARTITION)
+_TOPIC: Final = cast(TopicName, METADATA_TOPIC)
+_NO_THROTTLE: Final = cast(i32Timedelta, timedelta(0))
 
 VoteRequest = vote_req.VoteRequest
 VoteResponse = vote_resp.VoteResponse
@@ -47,6 +57,8 @@ DescribeQuorumResponse = dq_resp.DescribeQuorumResponse
 VoteRequestPartition = vote_req.PartitionData
 LeaderAnnouncement = bqe_req.PartitionData | eqe_req.PartitionData
 FetchRequestPartition = fetch_req.FetchPartition
+FetchSnapshotResponsePartition = fs_resp.PartitionSnapshot
+DescribeQuorumReplica = dq_resp.ReplicaState
 
 RaftRequest = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
                | DescribeQuorumRequest)
@@ -84,54 +96,75 @@ def partition_of(message: Any) -> Any:
 # ---------------------------------------------------------------- Vote
 
 
-def vote_request(cluster_id: str | None, epoch: int, candidate: int, last_epoch: int, last_offset: int) -> Any:
+def vote_request(cluster_id: str | None, epoch: int, candidate: int, last_epoch: int, last_offset: int) -> VoteRequest:
     p = vote_req.PartitionData(
-        partition_index=METADATA_PARTITION,
-        replica_epoch=epoch,
-        replica_id=candidate,
-        last_offset_epoch=last_epoch,
-        last_offset=last_offset,
+        partition_index=_PARTITION,
+        replica_epoch=cast(i32, epoch),
+        replica_id=cast(BrokerId, candidate),
+        last_offset_epoch=cast(i32, last_epoch),
+        last_offset=cast(i64, last_offset),
     )
-    return VoteRequest(cluster_id=cluster_id, topics=(vote_req.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),))
+    return VoteRequest(cluster_id=cluster_id, topics=(vote_req.TopicData(topic_name=_TOPIC, partitions=(p,)),))
 
 
-def vote_response(error: ErrorCode, leader_id: int, epoch: int, granted: bool, top_error: ErrorCode = ErrorCode.none) -> Any:
+def vote_response(
+    error: ErrorCode, leader_id: int, epoch: int, granted: bool, top_error: ErrorCode = ErrorCode.none
+) -> VoteResponse:
     p = vote_resp.PartitionData(
-        partition_index=METADATA_PARTITION, error_code=error, leader_id=leader_id, leader_epoch=epoch, vote_granted=granted
+        partition_index=_PARTITION,
+        error_code=error,
+        leader_id=cast(BrokerId, leader_id),
+        leader_epoch=cast(i32, epoch),
+        vote_granted=granted,
     )
-    return VoteResponse(error_code=top_error, topics=(vote_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),))
+    return VoteResponse(error_code=top_error, topics=(vote_resp.TopicData(topic_name=_TOPIC, partitions=(p,)),))
 
 
 # ---------------------------------------------------------------- BeginQuorumEpoch / EndQuorumEpoch
 
 
-def begin_quorum_request(cluster_id: str | None, leader_id: int, epoch: int) -> Any:
-    p = bqe_req.PartitionData(partition_index=METADATA_PARTITION, leader_id=leader_id, leader_epoch=epoch)
+def begin_quorum_request(cluster_id: str | None, leader_id: int, epoch: int) -> BeginQuorumEpochRequest:
+    p = bqe_req.PartitionData(
+        partition_index=_PARTITION, leader_id=cast(BrokerId, leader_id), leader_epoch=cast(i32, epoch)
+    )
     return BeginQuorumEpochRequest(
-        cluster_id=cluster_id, topics=(bqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),)
+        cluster_id=cluster_id, topics=(bqe_req.TopicData(topic_name=_TOPIC, partitions=(p,)),)
     )
 
 
-def begin_quorum_response(error: ErrorCode, leader_id: int, epoch: int, top_error: ErrorCode = ErrorCode.none) -> Any:
-    p = bqe_resp.PartitionData(partition_index=METADATA_PARTITION, error_code=error, leader_id=leader_id, leader_epoch=epoch)
+def begin_quorum_response(
+    error: ErrorCode, leader_id: int, epoch: int, top_error: ErrorCode = ErrorCode.none
+) -> BeginQuorumEpochResponse:
+    p = bqe_resp.PartitionData(
+        partition_index=_PARTITION, error_code=error, leader_id=cast(BrokerId, leader_id), leader_epoch=cast(i32, epoch)
+    )
     return BeginQuorumEpochResponse(
-        error_code=top_error, topics=(bqe_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),)
+        error_code=top_error, topics=(bqe_resp.TopicData(topic_name=_TOPIC, partitions=(p,)),)
     )
 
 
-def end_quorum_request(cluster_id: str | None, leader_id: int, epoch: int, successors: tuple[int, ...]) -> Any:
+def end_quorum_request(
+    cluster_id: str | None, leader_id: int, epoch: int, successors: tuple[int, ...]
+) -> EndQuorumEpochRequest:
     p = eqe_req.PartitionData(
-        partition_index=METADATA_PARTITION, leader_id=leader_id, leader_epoch=epoch, preferred_successors=successors
+        partition_index=_PARTITION,
+        leader_id=cast(BrokerId, leader_id),
+        leader_epoch=cast(i32, epoch),
+        preferred_successors=cast(tuple[i32, ...], successors),
     )
     return EndQuorumEpochRequest(
-        cluster_id=cluster_id, topics=(eqe_req.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),)
+        cluster_id=cluster_id, topics=(eqe_req.TopicData(topic_name=_TOPIC, partitions=(p,)),)
     )
 
 
-def end_quorum_response(error: ErrorCode, leader_id: int, epoch: int, top_error: ErrorCode = ErrorCode.none) -> Any:
-    p = eqe_resp.PartitionData(partition_index=METADATA_PARTITION, error_code=error, leader_id=leader_id, leader_epoch=epoch)
+def end_quorum_response(
+    error: ErrorCode, leader_id: int, epoch: int, top_error: ErrorCode = ErrorCode.none
+) -> EndQuorumEpochResponse:
+    p = eqe_resp.PartitionData(
+        partition_index=_PARTITION, error_code=error, leader_id=cast(BrokerId, leader_id), leader_epoch=cast(i32, epoch)
+    )
     return EndQuorumEpochResponse(
-        error_code=top_error, topics=(eqe_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),)
+        error_code=top_error, topics=(eqe_resp.TopicData(topic_name=_TOPIC, partitions=(p,)),)
     )
 
 
@@ -147,21 +180,21 @@ def fetch_request(
     log_start_offset: int,
     max_wait_ms: int,
     max_bytes: int,
-) -> Any:
+) -> FetchRequest:
     p = fetch_req.FetchPartition(
-        partition=METADATA_PARTITION,
-        current_leader_epoch=epoch,
-        fetch_offset=fetch_offset,
-        last_fetched_epoch=last_fetched_epoch,
-        log_start_offset=log_start_offset,
-        partition_max_bytes=max_bytes,
+        partition=_PARTITION,
+        current_leader_epoch=cast(i32, epoch),
+        fetch_offset=cast(i64, fetch_offset),
+        last_fetched_epoch=cast(i32, last_fetched_epoch),
+        log_start_offset=cast(i64, log_start_offset),
+        partition_max_bytes=cast(i32, max_bytes),
     )
     return FetchRequest(
         cluster_id=cluster_id,
-        replica_id=replica_id,
-        max_wait=timedelta(milliseconds=max_wait_ms),
-        min_bytes=1,
-        max_bytes=max_bytes,
+        replica_id=cast(BrokerId, replica_id),
+        max_wait=cast(i32Timedelta, timedelta(milliseconds=max_wait_ms)),
+        min_bytes=cast(i32, 1),
+        max_bytes=cast(i32, max_bytes),
         topics=(fetch_req.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=(p,)),),
         forgotten_topics_data=(),
     )
@@ -178,25 +211,25 @@ def fetch_response(
     diverging: tuple[int, int] | None = None,
     snapshot_id: tuple[int, int] | None = None,
     top_error: ErrorCode = ErrorCode.none,
-) -> Any:
+) -> FetchResponse:
     """`diverging` and `snapshot_id` are (end_offset, epoch)."""
     p = fetch_resp.PartitionData(
-        partition_index=METADATA_PARTITION,
+        partition_index=_PARTITION,
         error_code=error,
-        high_watermark=high_watermark,
-        log_start_offset=log_start_offset,
-        diverging_epoch=fetch_resp.EpochEndOffset(epoch=diverging[1], end_offset=diverging[0])
+        high_watermark=cast(i64, high_watermark),
+        log_start_offset=cast(i64, log_start_offset),
+        diverging_epoch=fetch_resp.EpochEndOffset(epoch=cast(i32, diverging[1]), end_offset=cast(i64, diverging[0]))
         if diverging
         else fetch_resp.EpochEndOffset(),
-        current_leader=fetch_resp.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch),
-        snapshot_id=fetch_resp.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1])
+        current_leader=fetch_resp.LeaderIdAndEpoch(leader_id=cast(BrokerId, leader_id), leader_epoch=cast(i32, epoch)),
+        snapshot_id=fetch_resp.SnapshotId(end_offset=cast(i64, snapshot_id[0]), epoch=cast(i32, snapshot_id[1]))
         if snapshot_id
         else fetch_resp.SnapshotId(),
         aborted_transactions=None,
         records=records,
     )
     return FetchResponse(
-        throttle_time=timedelta(0),
+        throttle_time=_NO_THROTTLE,
         error_code=top_error,
         responses=(fetch_resp.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=(p,)),),
     )
@@ -207,18 +240,18 @@ def fetch_response(
 
 def fetch_snapshot_request(
     cluster_id: str | None, replica_id: int, epoch: int, snapshot_id: tuple[int, int], position: int, max_bytes: int
-) -> Any:
+) -> FetchSnapshotRequest:
     p = fs_req.PartitionSnapshot(
-        partition=METADATA_PARTITION,
-        current_leader_epoch=epoch,
-        snapshot_id=fs_req.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1]),
-        position=position,
+        partition=_PARTITION,
+        current_leader_epoch=cast(i32, epoch),
+        snapshot_id=fs_req.SnapshotId(end_offset=cast(i64, snapshot_id[0]), epoch=cast(i32, snapshot_id[1])),
+        position=cast(i64, position),
     )
     return FetchSnapshotRequest(
         cluster_id=cluster_id,
-        replica_id=replica_id,
-        max_bytes=max_bytes,
-        topics=(fs_req.TopicSnapshot(name=METADATA_TOPIC, partitions=(p,)),),
+        replica_id=cast(BrokerId, replica_id),
+        max_bytes=cast(i32, max_bytes),
+        topics=(fs_req.TopicSnapshot(name=_TOPIC, partitions=(p,)),),
     )
 
 
@@ -232,23 +265,27 @@ def fetch_snapshot_partition(
     size: int = -1,
     position: int = -1,
     records: Any = b"",
-) -> Any:
+) -> FetchSnapshotResponsePartition:
     return fs_resp.PartitionSnapshot(
-        index=index,
+        index=cast(i32, index),
         error_code=error,
-        snapshot_id=fs_resp.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1]),
-        current_leader=fs_resp.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=epoch),
-        size=size,
-        position=position,
+        snapshot_id=fs_resp.SnapshotId(end_offset=cast(i64, snapshot_id[0]), epoch=cast(i32, snapshot_id[1])),
+        current_leader=fs_resp.LeaderIdAndEpoch(leader_id=cast(BrokerId, leader_id), leader_epoch=cast(i32, epoch)),
+        size=cast(i64, size),
+        position=cast(i64, position),
         unaligned_records=records,
     )
 
 
-def fetch_snapshot_response(topics: list[tuple[str, list[Any]]], top_error: ErrorCode = ErrorCode.none) -> Any:
+def fetch_snapshot_response(
+    topics: list[tuple[str, list[FetchSnapshotResponsePartition]]], top_error: ErrorCode = ErrorCode.none
+) -> FetchSnapshotResponse:
     return FetchSnapshotResponse(
-        throttle_time=timedelta(0),
+        throttle_time=_NO_THROTTLE,
         error_code=top_error,
-        topics=tuple(fs_resp.TopicSnapshot(name=name, partitions=tuple(parts)) for name, parts in topics),
+        topics=tuple(
+            fs_resp.TopicSnapshot(name=cast(TopicName, name), partitions=tuple(parts)) for name, parts in topics
+        ),
     )
 
 
@@ -281,18 +318,20 @@ def share_bytes(total: int, wants: list[int]) -> list[int]:
 # ---------------------------------------------------------------- DescribeQuorum
 
 
-def describe_quorum_request() -> Any:
+def describe_quorum_request() -> DescribeQuorumRequest:
     return DescribeQuorumRequest(
-        topics=(dq_req.TopicData(topic_name=METADATA_TOPIC, partitions=(dq_req.PartitionData(partition_index=0),)),)
+        topics=(dq_req.TopicData(topic_name=_TOPIC, partitions=(dq_req.PartitionData(partition_index=_PARTITION),)),)
     )
 
 
-def replica_state(replica_id: int, log_end_offset: int, last_fetch_ms: int, last_caught_up_ms: int) -> Any:
+def replica_state(
+    replica_id: int, log_end_offset: int, last_fetch_ms: int, last_caught_up_ms: int
+) -> DescribeQuorumReplica:
     return dq_resp.ReplicaState(
-        replica_id=replica_id,
-        log_end_offset=log_end_offset,
-        last_fetch_timestamp=last_fetch_ms,
-        last_caught_up_timestamp=last_caught_up_ms,
+        replica_id=cast(BrokerId, replica_id),
+        log_end_offset=cast(i64, log_end_offset),
+        last_fetch_timestamp=cast(i64, last_fetch_ms),
+        last_caught_up_timestamp=cast(i64, last_caught_up_ms),
     )
 
 
@@ -302,18 +341,18 @@ def describe_quorum_response(
     leader_id: int,
     epoch: int,
     high_watermark: int = -1,
-    voters: tuple[Any, ...] = (),
-    observers: tuple[Any, ...] = (),
-) -> Any:
+    voters: tuple[DescribeQuorumReplica, ...] = (),
+    observers: tuple[DescribeQuorumReplica, ...] = (),
+) -> DescribeQuorumResponse:
     p = dq_resp.PartitionData(
-        partition_index=METADATA_PARTITION,
+        partition_index=_PARTITION,
         error_code=error,
-        leader_id=leader_id,
-        leader_epoch=epoch,
-        high_watermark=high_watermark,
+        leader_id=cast(BrokerId, leader_id),
+        leader_epoch=cast(i32, epoch),
+        high_watermark=cast(i64, high_watermark),
         current_voters=voters,
         observers=observers,
     )
     return DescribeQuorumResponse(
-        error_code=ErrorCode.none, topics=(dq_resp.TopicData(topic_name=METADATA_TOPIC, partitions=(p,)),)
+        error_code=ErrorCode.none, topics=(dq_resp.TopicData(topic_name=_TOPIC, partitions=(p,)),)
     )

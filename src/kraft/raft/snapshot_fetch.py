@@ -53,13 +53,13 @@ def serve(
         for *_, a in answers
     ]
     shares = m.share_bytes(min(request.max_bytes, config.snapshot_response_max_bytes), wants)
-    topics: dict[str, list[Any]] = {}
+    topics: dict[str, list[m.FetchSnapshotResponsePartition]] = {}
     leader_fields = {"leader_id": leader_id, "epoch": epoch}
     for (name, index, sid, answer), share in zip(answers, shares, strict=True):
         if isinstance(answer, ErrorCode):
-            part = m.fetch_snapshot_partition(index, answer, (sid.end_offset, sid.epoch), **leader_fields)
+            reply = m.fetch_snapshot_partition(index, answer, (sid.end_offset, sid.epoch), **leader_fields)
         else:
-            part = m.fetch_snapshot_partition(
+            reply = m.fetch_snapshot_partition(
                 index,
                 ErrorCode.none,
                 (sid.end_offset, sid.epoch),
@@ -68,7 +68,7 @@ def serve(
                 records=answer.reader.read_chunk(answer.position, share),
                 **leader_fields,
             )
-        topics.setdefault(name, []).append(part)
+        topics.setdefault(name, []).append(reply)
     served = any(isinstance(a, _Chunk) for *_, a in answers)
     return m.fetch_snapshot_response(list(topics.items())), served
 

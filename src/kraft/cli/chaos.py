@@ -25,6 +25,7 @@ import random
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -81,20 +82,25 @@ class Writer:
     def stop(self) -> None:
         self._stop.set()
 
+    def acknowledged_at_least(self, count: int) -> Callable[[], bool]:
+        """A condition for `wait`: `count` topics acknowledged (by now, or later)."""
+        return lambda: len(self.acknowledged) >= count
+
 
 def fail_disk(cluster: LocalCluster, target: int, rng: random.Random, rules: Path) -> str:
     """One failing call on `target`'s disk; it must stop with a CRITICAL line naming it."""
     node = cluster.nodes[target]
+    process = node.started()
     rule = rng.choice(DISK_FAULTS).format(node=node.directory.name)
     rules.write_text(rule + " 1\n")
     try:
-        node.process.wait(60)
+        process.wait(60)
     finally:
         rules.write_text("")
     critical = [line for line in node.log_path.read_text().splitlines() if "CRITICAL" in line]
-    if node.process.returncode != 2 or not critical or "failed on" not in critical[-1]:
+    if process.returncode != 2 or not critical or "failed on" not in critical[-1]:
         raise TimeoutError(f"node {target} did not stop with a CRITICAL line after '{rule}' "
-                           f"(exit {node.process.returncode}); see {node.log_path}")
+                           f"(exit {process.returncode}); see {node.log_path}")
     cluster.start(target)
     failed = critical[-1].split("failed on ", 1)[1].split(":", 1)[0]
     call, error, _ = rule.split(" ", 2)
@@ -140,12 +146,11 @@ def run(directory: Path, rounds: int, seed: int) -> int:
     thread = writer.start()
     started = time.monotonic()
     try:
-        wait("the first acknowledged write", lambda: len(writer.acknowledged) >= 5)
+        wait("the first acknowledged write", writer.acknowledged_at_least(5))
         for i in range(1, rounds + 1):
             fault = rng.choice(FAULTS)
             what = inject(cluster, fault, rng, rules)
-            before = len(writer.acknowledged)
-            took = wait("writes after the fault", lambda before=before: len(writer.acknowledged) >= before + 3, timeout=30)
+            took = wait("writes after the fault", writer.acknowledged_at_least(len(writer.acknowledged) + 3), timeout=30)
             print(f"round {i}: {what}; writes flowing again {took:.1f} s later; "
                   f"{len(writer.acknowledged)} acknowledged", flush=True)
         writer.stop()

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 from kraft.cli.local_cluster import LocalCluster
 from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock, check_free
@@ -112,8 +113,8 @@ def _cluster_up(directory: Path, voters: int, observers: int) -> int:
             print("stopped", flush=True)
 
 
-def _watch(cluster: LocalCluster) -> None:
-    """Reports nodes that exit on their own, until a signal ends the command."""
+def _watch(cluster: LocalCluster) -> NoReturn:
+    """Reports nodes that exit on their own, until a signal ends the command (by raising)."""
     while True:
         time.sleep(0.2)
         for node in cluster.nodes.values():

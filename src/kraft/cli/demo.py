@@ -276,7 +276,8 @@ def spark_step(cluster: LocalCluster, node_id: int) -> None:
     spark = kraft.spark.session("kraft-demo")
     try:
         log = spark.read.format("kraft").option("bootstrap.servers", cluster.bootstrap_servers()).load().cache()
-        end = log.agg({"offset": "max"}).first()[0] + 1
+        [last] = log.agg({"offset": "max"}).collect()  # an aggregate over the whole frame: one row
+        end = last[0] + 1
         console.print(f'spark.read.format("kraft"): {log.count()} committed records, up to offset {end} (the '
                       f"high watermark), from the log start; {log.rdd.getNumPartitions()} task(s)")
         kraft.spark.demo.show_log(log)

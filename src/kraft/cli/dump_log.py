@@ -135,9 +135,7 @@ class Dumper:
         self.bad_records = 0  # metadata records that do not decode
         self.damaged_files = 0  # files whose walk stopped at bytes that cannot be a batch
 
-    def _payload(self, record: Record) -> str:
-        if not self.options.cluster_metadata_decoder:
-            return _text(record.value)
+    def _metadata_payload(self, record: Record) -> str:
         payload = metadata_payload(record.value, record.offset)
         if payload.kind == "unknown":
             self.unknown_records += 1
@@ -162,8 +160,10 @@ class Dumper:
             if r.key is not None and not self.options.cluster_metadata_decoder:  # metadata records have no key
                 line += f"{prefix}key: {_text(r.key)}"
                 prefix = " "
-            if r.value is not None or self.options.cluster_metadata_decoder:
-                line += f"{prefix}payload: {self._payload(r)}"
+            if self.options.cluster_metadata_decoder:
+                line += f"{prefix}payload: {self._metadata_payload(r)}"
+            elif r.value is not None:
+                line += f"{prefix}payload: {_text(r.value)}"
         return line
 
     def _batch_lines(self, data: memoryview, name: str) -> Iterator[str]:
@@ -253,7 +253,7 @@ def _index_entries(raw: bytes, path: Path, log_size: int | None) -> list[tuple[i
     if len(raw) % INDEX_ENTRY.size:
         raise BadInputError(f"{path}: not an offset index: {len(raw)} bytes is not a whole number of "
                             f"{INDEX_ENTRY.size}-byte entries")
-    entries = []
+    entries: list[tuple[int, int]] = []
     for i, (relative, position) in enumerate(INDEX_ENTRY.iter_unpack(raw)):
         if i and relative == 0 and position == 0:
             break

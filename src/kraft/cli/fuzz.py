@@ -38,13 +38,16 @@ import struct
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar, cast
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.schema.index import api_key_map
+from kio.static.primitive import i32
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kraft.cli.cluster_client import UNREACHABLE, create_topic, request
 from kraft.cli.demo import wait
@@ -278,7 +281,7 @@ class Fuzzer:
         self._stop.set()
 
     def _watch_memory(self) -> None:
-        pid = self.node.process.pid
+        pid = self.node.started().pid
         while not self._stop.wait(0.2):
             self.rss_max = max(self.rss_max, _rss(pid))
             if not self.node.running:
@@ -326,19 +329,19 @@ def run(directory: Path, inputs: int, seed: int, connections: int) -> int:
     try:
         wait("the node to serve", lambda: check_service(node.client_port, 0) is None, timeout=60)
         fuzzer = Fuzzer(cluster, inputs, seed, connections)
-        rss_start, log_start = _rss(node.process.pid), node.log_path.stat().st_size
+        rss_start, log_start = _rss(node.started().pid), node.log_path.stat().st_size
         fuzzer.rss_max = rss_start
         began = time.monotonic()
         fuzzer.run()
         took = time.monotonic() - began
         final = None if fuzzer.died else check_service(node.client_port, fuzzer.service.checks + 1)
-        rss_end, log_end = _rss(node.process.pid), node.log_path.stat().st_size
+        rss_end, log_end = _rss(node.started().pid), node.log_path.stat().st_size
         alive = node.running
     finally:
         cluster.stop()
     if final is not None:
         fuzzer.service.failures.append(f"after the run: {final}")
-    report(fuzzer, took, alive, node.process.returncode)
+    report(fuzzer, took, alive, node.started().returncode)
     mib = 1024 * 1024
     print(f"node RSS: start {rss_start / mib:.1f} MiB, end {rss_end / mib:.1f} MiB, "
           f"max {fuzzer.rss_max / mib:.1f} MiB (bound: start + {RSS_GROWTH_BOUND / mib:.0f} MiB)")
@@ -365,20 +368,28 @@ def run(directory: Path, inputs: int, seed: int, connections: int) -> int:
 # ---------------------------------------------------------------- the decoders alone
 
 
-def message_classes() -> list[tuple[str, type]]:
+# A message class with its kind, so that checking the kind tells mypy which it is.
+MessageClass = tuple[Literal["request"], type[RequestPayload]] | tuple[Literal["response"], type[ResponsePayload]]
+_Schema = TypeVar("_Schema")
+
+
+def message_classes() -> list[MessageClass]:
     """("request" or "response", class) for every message kio has."""
-    found = []
+    found: list[MessageClass] = []
     for key in sorted(api_key_map):
         for version in range(64):
-            for kind, load in (
-                ("request", load_request_schema),
-                ("response", load_response_schema),
-            ):
-                try:
-                    found.append((kind, load(key, version)))
-                except KioIndexError:
-                    pass
+            if (request := _schema(load_request_schema, key, version)) is not None:
+                found.append(("request", request))
+            if (response := _schema(load_response_schema, key, version)) is not None:
+                found.append(("response", response))
     return found
+
+
+def _schema(load: Callable[[int, int], _Schema], key: int, version: int) -> _Schema | None:
+    try:
+        return load(key, version)
+    except KioIndexError:
+        return None
 
 
 def run_codec(inputs: int, seed: int) -> int:
@@ -391,19 +402,20 @@ def run_codec(inputs: int, seed: int) -> int:
     bugs: list[str] = []
     done = 0
     while done < inputs:
-        kind, cls = rng.choice(classes)
+        message = rng.choice(classes)
+        cls = message[1]
         entity = random_entity(cls, rng)
         correlation_id = rng.randint(0, 2**31 - 1)
-        if kind == "request":
+        if message[0] == "request":
             frame = encode_request(entity, correlation_id, "fuzz")[_SIZE.size :]
         else:
-            frame = encode(cls.__header_schema__(correlation_id=correlation_id)) + encode(entity)
-        keep = 4 if kind == "request" else 0  # a request keeps its API key and version
+            frame = encode(message[1].__header_schema__(correlation_id=cast(i32, correlation_id))) + encode(entity)
+        keep = 4 if message[0] == "request" else 0  # a request keeps its API key and version
         for _ in range(min(8, inputs - done)):
             done += 1
             data = mutate(frame, rng, keep)
             try:
-                outcomes[_decode_one(kind, cls, data, rng)] += 1
+                outcomes[_decode_one(message, data, rng)] += 1
             except Exception as e:  # noqa: BLE001 - what this looks for: not a ProtocolError
                 name = f"{cls.__module__}.{cls.__name__}"
                 bugs.append(f"{name}: {type(e).__name__}: {e} on {data.hex()}")
@@ -413,15 +425,16 @@ def run_codec(inputs: int, seed: int) -> int:
     return 1 if bugs else 0
 
 
-def _decode_one(kind: str, cls: type, data: bytes, rng: random.Random) -> str:
+def _decode_one(message: MessageClass, data: bytes, rng: random.Random) -> str:
     """What the decoders made of one frame, through decode_request or decode_response as the
     node runs them, then header and body apart to compare their ends with the shape check's."""
-    zero_copy = kind == "response" and rng.random() < 0.5
+    cls = message[1]
+    zero_copy = message[0] == "response" and rng.random() < 0.5
     try:
-        if kind == "request":
+        if message[0] == "request":
             decode_request(data)
         else:
-            decode_response(data, cls, zero_copy)
+            decode_response(data, message[1], zero_copy)
     except ProtocolError:
         outcome = "refused"
     else:

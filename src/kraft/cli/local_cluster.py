@@ -142,6 +142,12 @@ class LocalNode:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def started(self) -> subprocess.Popen:
+        """Its process (running or exited); a node never started is an error saying so."""
+        if self.process is None:
+            raise RuntimeError(f"node {self.node_id} has not been started")
+        return self.process
+
 
 @dataclass
 class LocalCluster:
@@ -232,7 +238,7 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not node.running:
-                raise RuntimeError(f"node {node_id} exited ({node.process.returncode}); see {node.log_path}")
+                raise RuntimeError(f"node {node_id} exited ({node.started().returncode}); see {node.log_path}")
             try:
                 # The metrics endpoint binds last: once it answers, every listener is up.
                 for port in (node.client_port, node.metrics_port):
@@ -247,28 +253,29 @@ class LocalCluster:
         """kill -9: no resignation, no flush."""
         node = self.nodes[node_id]
         if node.running:
-            os.killpg(node.process.pid, signal.SIGKILL)
-            node.process.wait()
+            process = node.started()
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
     def pause(self, node_id: int) -> None:
         """SIGSTOP: the process keeps its sockets and state but does nothing, like a long GC
         pause or a stalled VM; on resume it acts on what it believed before."""
-        os.killpg(self.nodes[node_id].process.pid, signal.SIGSTOP)
+        os.killpg(self.nodes[node_id].started().pid, signal.SIGSTOP)
 
     def resume(self, node_id: int) -> None:
-        os.killpg(self.nodes[node_id].process.pid, signal.SIGCONT)
+        os.killpg(self.nodes[node_id].started().pid, signal.SIGCONT)
 
     def stop(self, node_id: int | None = None, timeout: float = 15.0) -> None:
         """SIGTERM (graceful: a leader resigns first), then SIGKILL if it does not exit."""
-        nodes = [n for n in self._select(node_id) if n.running]
-        for node in nodes:
-            node.process.send_signal(signal.SIGTERM)
-        for node in nodes:
+        processes = [n.started() for n in self._select(node_id) if n.running]
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
             try:
-                node.process.wait(timeout)
+                process.wait(timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(node.process.pid, signal.SIGKILL)
-                node.process.wait()
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
 
     def _select(self, node_id: int | None) -> list[LocalNode]:
         return list(self.nodes.values()) if node_id is None else [self.nodes[node_id]]

@@ -35,9 +35,9 @@ import binascii
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, partial
 from importlib import metadata
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from kraft.cli.kafka_json import java_double
 from kraft.metadata import ConfigResourceType, MetadataImage, PartitionRegistration, TopicImage, uuid_str
@@ -222,8 +222,11 @@ def _fixed(children: dict[str, Callable[[], Node]]) -> Dir:
     return Dir(children.keys, lambda name: children[name]() if name in children else None)
 
 
-def _keyed(keys: Callable[[], Iterable[object]], name_of: Callable[[object], str],
-           key_of: Callable[[str], object | None], node_of: Callable[[object], Node | None]) -> Dir:
+_Key = TypeVar("_Key")
+
+
+def _keyed(keys: Callable[[], Iterable[_Key]], name_of: Callable[[_Key], str],
+           key_of: Callable[[str], _Key | None], node_of: Callable[[_Key], Node | None]) -> Dir:
     """A directory over an image map: its keys shown by `name_of`, a name read back by
     `key_of` (None: not a key), the child built by `node_of` (None: absent)."""
 
@@ -270,7 +273,7 @@ def _features(image: MetadataImage) -> Dir:
                                                "zkMigrationState": lambda: Leaf(state)}
     for name, value in image.features.items():
         if name != METADATA_VERSION:
-            children[f"finalized_{name}"] = lambda value=value: Leaf(str(value))
+            children[f"finalized_{name}"] = partial(Leaf, str(value))
     return _fixed(children)
 
 
@@ -301,7 +304,7 @@ def _scram(image: MetadataImage) -> Dir:
 
         return Dir(lambda: [u for u, m in image.scram_credentials.keys() if m == mechanism], credential)
 
-    return _fixed({name: lambda m=m: users(m) for name, m in SCRAM_MECHANISMS.items()})
+    return _fixed({name: partial(users, m) for name, m in SCRAM_MECHANISMS.items()})
 
 
 def image_node(image: MetadataImage, time_ms: int) -> Dir:

@@ -151,7 +151,7 @@ def replication_lines(quorum: Any, human_readable: bool = False) -> list[str]:
         return _ago(timestamp, now) if human_readable else timestamp
 
     header = ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
-    rows = []
+    rows: list[list[Any]] = []
     followers = [v for v in quorum.current_voters if v is not leader]
     for status, replicas in (("Leader", [leader]), ("Follower", followers), ("Observer", quorum.observers)):
         rows.extend(

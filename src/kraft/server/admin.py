@@ -15,13 +15,14 @@ broker.session.timeout.ms, with one small FenceBroker record.
 """
 
 import asyncio
+import functools
 import logging
 import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from kraft.controller import NotControllerError, Pending
 from kraft.metadata import ControllerError, MetadataImage
@@ -33,9 +34,7 @@ from kraft.metadata.records import BrokerEndpoint
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
 from kraft.protocol.server import Handler
-
-if TYPE_CHECKING:
-    from kraft.server.node import KraftNode
+from kraft.server.context import NodeContext
 
 log = logging.getLogger("kraft.server.admin")
 
@@ -86,7 +85,7 @@ def _resource(resource_type: int, name: str) -> ConfigResource:
 
 
 class AdminApi:
-    def __init__(self, node: "KraftNode") -> None:
+    def __init__(self, node: NodeContext) -> None:
         self.node = node
         self.rng = random.Random()
         self._heartbeats: dict[int, float] = {}  # broker id -> monotonic time of its last heartbeat
@@ -128,18 +127,23 @@ class AdminApi:
 
     def _submit(self, operation: Callable[[MetadataImage], ControllerResult]) -> Pending:
         """Runs the operation as one core step (so its records go out at once)."""
-        box: list[Pending] = []
-        self.node.step(lambda core, now: box.append(self.node.controller.submit(operation, now)))
-        if not box:
+        controller = self.node.controller
+        pending = self.node.step(lambda core, now: controller.submit(operation, now))
+        if pending is None:
             raise NotControllerError(None, -1, ": the node has stopped")
-        return box[0]
+        return pending
 
     async def _committed(self, pending: Pending, timeout_ms: float) -> Any:
         """The operation's response once committed; raises NotControllerError or TimeoutError."""
         started = time.monotonic()
         if not pending.done:
             future = asyncio.get_running_loop().create_future()
-            pending.add_done_callback(lambda p: future.done() or future.set_result(None))
+
+            def wake(_: Pending) -> None:
+                if not future.done():
+                    future.set_result(None)
+
+            pending.add_done_callback(wake)
             await asyncio.wait_for(future, max(timeout_ms, 1) / 1000)
         elapsed_ms = (time.monotonic() - started) * 1000
         self.node.metrics.commit_latency_ms.observe(elapsed_ms)
@@ -148,7 +152,7 @@ class AdminApi:
 
     def _validate_only(self, operation: Callable[[MetadataImage], ControllerResult]) -> Any:
         if not self.node.controller.active:
-            raise NotControllerError(self.node.core.leader_id if self.node.core else None, -1)
+            raise NotControllerError(self.node.leader_id, -1)
         return operation(self.node.controller.working_image).response
 
     async def _run(self, operation: Callable[[MetadataImage], ControllerResult], timeout_ms: float,
@@ -317,7 +321,8 @@ class AdminApi:
 
         if request.cluster_id != self.node.cluster_id:
             return answer(ErrorCode.inconsistent_cluster_id)
-        endpoints = tuple(BrokerEndpoint(lst.name, lst.host, lst.port, lst.security_protocol) for lst in request.listeners)
+        endpoints = tuple(BrokerEndpoint(name=lst.name, host=lst.host, port=lst.port,
+                                         security_protocol=lst.security_protocol) for lst in request.listeners)
         incarnation = request.incarnation_id.bytes if request.incarnation_id else bytes(16)
         controller = self.node.controller
         if self._impersonates(request.broker_id, incarnation):
@@ -397,14 +402,13 @@ class AdminApi:
         while True:
             await asyncio.sleep(min(0.5, timeout / 4))
             controller = self.node.controller
-            core = self.node.core
-            if core is None or not controller.active:
+            if not controller.active:
                 self._active_epoch = -1
                 continue
             now = time.monotonic()
-            if self._active_epoch != core.epoch:
+            if self._active_epoch != self.node.epoch:
                 # A new active controller gives every broker a full session to reach it.
-                self._active_epoch = core.epoch
+                self._active_epoch = self.node.epoch
                 self._heartbeats = {b: now for b in self._heartbeats}
             for broker in list(controller.working_image.brokers.values()):
                 last = self._heartbeats.setdefault(broker.id, now)
@@ -413,6 +417,6 @@ class AdminApi:
                 log.warning("fencing broker %d: no heartbeat for %.1f s (broker.session.timeout.ms)", broker.id,
                             now - last)
                 try:
-                    self._submit(lambda im, b=broker.id: ctl.fence_broker(im, b))
+                    self._submit(functools.partial(ctl.fence_broker, broker_id=broker.id))
                 except (ControllerError, NotControllerError) as e:
                     log.info("could not fence broker %d: %s", broker.id, e)

@@ -10,16 +10,14 @@ so the metadata says at once that it is gone.
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.connection import KafkaConnection
 from kraft.protocol.limits import Throttled
 from kraft.protocol.tasks import cancel_and_wait
-
-if TYPE_CHECKING:
-    from kraft.server.node import KraftNode
+from kraft.server.context import NodeContext
 
 log = logging.getLogger("kraft.server.broker")
 
@@ -28,7 +26,7 @@ PLAINTEXT = 0
 
 
 class BrokerLifecycle:
-    def __init__(self, node: "KraftNode") -> None:
+    def __init__(self, node: NodeContext) -> None:
         self.node = node
         self.incarnation = uuid.uuid4()
         self.epoch: int | None = None
@@ -54,8 +52,7 @@ class BrokerLifecycle:
             self._connection.close()
 
     async def _request(self, request: Any) -> Any:
-        core = self.node.core
-        leader = core.leader_id if core is not None else None
+        leader = self.node.leader_id
         if leader is None:
             raise ConnectionError("no controller known yet")
         if self._controller != leader or self._connection is None or self._connection.closed:
@@ -95,7 +92,7 @@ class BrokerLifecycle:
         request = build_request(63, HEARTBEAT_VERSION, {
             "broker_id": self.node.node_id,
             "broker_epoch": self.epoch,
-            "current_metadata_offset": self.node.controller.cache.offset,
+            "current_metadata_offset": self.node.applied_offset,
             "want_fence": want_shut_down,
             "want_shut_down": want_shut_down,
             "offline_log_dirs": [],

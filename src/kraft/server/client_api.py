@@ -4,30 +4,32 @@ DescribeQuorum and FetchSnapshot are answered by the core (the leader knows ever
 replica's state, and serves its snapshots to any reader as to replicas: a consumer whose
 position retention removed goes on from the snapshot the log starts at); the admin
 writes by the active controller (admin.py), to which any other node forwards them
-(forwarding.py); consumers' reads of the metadata log by client_reads.py, and configs by
-describe_configs.py; this node's own broker registration and heartbeats run from broker.py.
+(forwarding.py); consumers' reads of the metadata log by client_reads.py, configs by
+describe_configs.py, the cluster by describe_cluster.py (on both listeners); this node's own
+broker registration and heartbeats run from broker.py. Each sees the node only through its
+NodeContext (context.py).
 """
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kraft.protocol import KafkaServer
 from kraft.server.admin import AdminApi
 from kraft.server.broker import BrokerLifecycle
 from kraft.server.client_reads import ClientReads
+from kraft.server.context import NodeContext
+from kraft.server.describe_cluster import DescribeCluster
 from kraft.server.describe_configs import DescribeConfigs
 from kraft.server.forwarding import Forwarding
 
-if TYPE_CHECKING:
-    from kraft.server.node import KraftNode
-
 
 class ClientApi:
-    def __init__(self, node: "KraftNode") -> None:
+    def __init__(self, node: NodeContext) -> None:
         self.node = node
         self.admin = AdminApi(node)
         self.reads = ClientReads(node)
         self.configs = DescribeConfigs(node)
+        self.cluster = DescribeCluster(node, self.reads.brokers)
         self.forwarding = Forwarding(node, self.admin)
         self.broker = BrokerLifecycle(node) if node.config.is_broker else None
 
@@ -37,13 +39,16 @@ class ClientApi:
         self.forwarding.register(server)
         self.reads.register(server)
         self.configs.register(server)
+        self.cluster.register(server)
 
     def register_controller_apis(self, server: KafkaServer) -> None:
         """APIs other nodes send to the controller listener: registration, heartbeats and
-        forwarded admin writes (Envelope); and the admin writes themselves (KIP-919)."""
+        forwarded admin writes (Envelope); the admin writes themselves and DescribeCluster
+        (KIP-919)."""
         self.admin.register_broker_apis(server)
         self.admin.register(server)
         self.forwarding.register_controller(server)
+        self.cluster.register(server)
 
     def start(self) -> None:
         self.admin.start()

@@ -10,12 +10,16 @@ Kafka consumer can read it from offset 0 to the high watermark:
 - Fetch sends the log's own segment bytes (a FileRegion the server sendfile()s), never past
   the high watermark, with DivergingEpoch when the fetcher's last epoch disagrees with the
   log. Below the log start it answers OFFSET_OUT_OF_RANGE, as Kafka does, naming (v12+) the
-  snapshot the log starts at, which FetchSnapshot serves on this listener (client_api). With nothing to send it waits, up to the request's MaxWait, for the high watermark
-  or the leadership to change (woken by the node after each step of the core).
+  snapshot the log starts at, which FetchSnapshot serves on this listener (client_api).
+  With nothing to send it waits, up to the request's MaxWait, for the high watermark or
+  the leadership to change (woken by the node after each step of the core).
 
 Every request naming a CurrentLeaderEpoch is fenced as KIP-320 rules: older than ours is
-FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1 is not checked. Only the Raft leader
-serves reads; the others answer NOT_LEADER_OR_FOLLOWER and name the leader. Fetch reads
+FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1 is not checked. These rules, the
+divergence check and the end offset of an epoch are kraft.raft.epochs', the very ones the
+core applies to replicas, read from the core's epoch history; this module reads the log
+only through its NodeContext (committed bytes, start and end, that history). Only the Raft
+leader serves reads; the others answer NOT_LEADER_OR_FOLLOWER and name the leader. Fetch reads
 the same way whatever the ReplicaId: replicas fetch from the core on the controller
 listener, and on this one every fetcher is a consumer (it never moves the high watermark).
 
@@ -27,18 +31,16 @@ Produce v3+, without which librdkafka does not fetch message format v2) and Dele
 import asyncio
 import uuid
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kraft.metadata.image import BrokerRegistration, MetadataImage, TopicImage
 from kraft.protocol import ErrorCode, InvalidRequestError, KafkaServer
 from kraft.protocol.build import build_response
-from kraft.raft import RaftCore
+from kraft.raft.epochs import UNKNOWN, fence
 from kraft.raft.messages import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, NO_LEADER
 from kraft.records import BatchHeader, CorruptRecordError, iter_file_batches, read_batches
-from kraft.storage import FileRegion, OffsetAndEpoch
-
-if TYPE_CHECKING:
-    from kraft.server.node import KraftNode
+from kraft.server.context import NodeContext
+from kraft.storage import FileRegion
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
@@ -54,11 +56,11 @@ _LEADERSHIP_ERRORS = (
 )
 
 class ClientReads:
-    def __init__(self, node: "KraftNode") -> None:
+    def __init__(self, node: NodeContext) -> None:
         self.node = node
-        self._seen: tuple | None = None  # (high watermark, epoch, role) after the last step
+        self._seen: tuple | None = None  # (high watermark, epoch, leader, leading) after the last step
         self._change: asyncio.Future | None = None  # resolved when that changes
-        node.on_step(self._on_step)
+        node.after_step(self._on_step)
 
     def register(self, server: KafkaServer) -> None:
         server.register(PRODUCE, 3, 13, self.produce)
@@ -69,19 +71,14 @@ class ClientReads:
         server.register(OFFSET_FOR_LEADER_EPOCH, 2, 4, self.offset_for_leader_epoch)
 
     @property
-    def core(self) -> RaftCore:
-        core = self.node.core
-        assert core is not None, "the client listener starts after the core"
-        return core
-
-    @property
     def image(self) -> MetadataImage:
-        return self.node.controller.cache.image
+        return self.node.image
 
     # ---------------------------------------------------------------- waking waiting fetches
 
-    def _on_step(self, core: RaftCore) -> None:
-        seen = (core.high_watermark, core.epoch, core.role)
+    def _on_step(self) -> None:
+        node = self.node
+        seen = (node.high_watermark, node.epoch, node.leader_id, node.is_leader)
         if seen != self._seen:
             self._seen = seen
             if self._change is not None:
@@ -103,15 +100,18 @@ class ClientReads:
     def _is_log(name: str | None, topic_id: uuid.UUID | None) -> bool:
         return name == METADATA_TOPIC if name is not None else topic_id == METADATA_TOPIC_ID
 
+    def _image_topic_of(self, name: str | None, topic_id: uuid.UUID | None) -> TopicImage | None:
+        """The image's topic by name, or by id when the name is null."""
+        if name is not None:
+            return self.image.topic(name)
+        return self.image.topics_by_id.get(topic_id.bytes) if topic_id is not None else None
+
     def _unknown(self, name: str | None, topic_id: uuid.UUID | None) -> ErrorCode:
         """NONE if the topic exists (the log, or a topic of the image), else the error saying
         it does not: by name UNKNOWN_TOPIC_OR_PARTITION, by id UNKNOWN_TOPIC_ID."""
-        if self._is_log(name, topic_id):
+        if self._is_log(name, topic_id) or self._image_topic_of(name, topic_id) is not None:
             return ErrorCode.none
-        if name is not None:
-            return ErrorCode.none if self.image.topic(name) is not None else ErrorCode.unknown_topic_or_partition
-        known = topic_id is not None and topic_id.bytes in self.image.topics_by_id
-        return ErrorCode.none if known else ErrorCode.unknown_topic_id
+        return ErrorCode.unknown_topic_or_partition if name is not None else ErrorCode.unknown_topic_id
 
     def _locate(self, partition: int, name: str | None, topic_id: uuid.UUID | None = None) -> ErrorCode:
         """NONE for __cluster_metadata-0, the one partition whose data is here; else why not."""
@@ -119,19 +119,12 @@ class ClientReads:
             return ErrorCode.none if partition == METADATA_PARTITION else ErrorCode.unknown_topic_or_partition
         return self._unknown(name, topic_id) or ErrorCode.unknown_topic_or_partition
 
-    def _fence(self, current_leader_epoch: int = NO_EPOCH) -> ErrorCode:
-        """KIP-320: a read must reach the leader of the epoch the client knows (-1: any)."""
-        core = self.core
-        if current_leader_epoch >= 0:
-            if current_leader_epoch < core.epoch:
-                return ErrorCode.fenced_leader_epoch
-            if current_leader_epoch > core.epoch:
-                return ErrorCode.unknown_leader_epoch
-        return ErrorCode.none if core.is_leader else ErrorCode.not_leader_or_follower
-
     def _serve(self, partition: int, name: str | None, topic_id: uuid.UUID | None,
                current_leader_epoch: int = NO_EPOCH) -> ErrorCode:
-        return self._locate(partition, name, topic_id) or self._fence(current_leader_epoch)
+        """NONE if this node serves the partition to a client knowing `current_leader_epoch`
+        (KIP-320: the leader of that epoch; a client may send -1, any epoch)."""
+        return self._locate(partition, name, topic_id) or fence(
+            current_leader_epoch, self.node.epoch, self.node.is_leader, unchecked_allowed=True)
 
     def _leader_and_epoch(self) -> dict[str, int]:
         """The leader and its epoch, or both unknown (-1) while no leader is known or the
@@ -140,36 +133,19 @@ class ClientReads:
         epoch without a leader (a candidate's, the one the next leader takes), would make
         the leader's arrival look like no change, and librdkafka validates its position
         with OffsetForLeaderEpoch only on an epoch change."""
-        core = self.core
-        if core.leader_id is None or core.leader_id not in self._brokers():
+        leader = self.node.leader_id
+        if leader is None or leader not in self.brokers():
             return {"leader_id": NO_LEADER, "leader_epoch": NO_EPOCH}
-        return {"leader_id": core.leader_id, "leader_epoch": core.epoch}
-
-    # ---------------------------------------------------------------- epochs of offsets
+        return {"leader_id": leader, "leader_epoch": self.node.epoch}
 
     def _epoch_before(self, offset: int) -> int:
-        """The epoch of the record before `offset`: from the log, or from the snapshot ending
-        at `offset` when the log starts there; -1 when there is none."""
-        epoch = self.node.log.epoch_for_offset(offset - 1)
-        if epoch is not None:
-            return epoch
-        return next((s.epoch for s in self.node.snapshots.list() if s.end_offset == offset), NO_EPOCH)
-
-    def _end_of_epoch(self, epoch: int) -> OffsetAndEpoch:
-        """The largest epoch <= `epoch` in the log and the offset where it ends (KIP-320's
-        OffsetForLeaderEpoch answer; -1, -1 if the log cannot tell). A log emptied by a
-        snapshot holds the snapshot's history: it ends at the log's end, in the snapshot's
-        epoch (or the one asked, if older)."""
-        log = self.node.log
-        found = log.end_offset_for_epoch(epoch)
-        if found.epoch >= 0 or epoch < 0:
-            return found
-        before = self._epoch_before(log.start_offset)
-        return found if before < 0 else OffsetAndEpoch(log.end_offset, min(epoch, before))
+        """The epoch of the record before `offset` (-1: none known), for ListOffsets."""
+        epoch = self.node.history.epoch_before(offset)
+        return epoch if epoch is not None else NO_EPOCH
 
     # ---------------------------------------------------------------- Metadata
 
-    def _brokers(self) -> dict[int, dict[str, Any]]:
+    def brokers(self) -> dict[int, dict[str, Any]]:
         """The brokers of the image a client may use, by id, at their endpoint of this
         listener's name: the unfenced ones, the Raft leader even if it is fenced (it serves
         the metadata log whatever its broker state), and the node answering, which is
@@ -181,7 +157,7 @@ class ClientReads:
         me = self.node.config.node_id
         for broker in self.image.brokers.values():
             endpoint = next((e for e in broker.endpoints if e.name == listener.name), None)
-            if endpoint is not None and (not broker.fenced or broker.id in (self.core.leader_id, me)):
+            if endpoint is not None and (not broker.fenced or broker.id in (self.node.leader_id, me)):
                 found[broker.id] = {"node_id": broker.id, "host": endpoint.host, "port": endpoint.port,
                                     "rack": broker.rack}
         if me not in found and self.node.advertised_client_address is not None:  # not in the image (yet)
@@ -190,7 +166,7 @@ class ClientReads:
         return dict(sorted(found.items()))
 
     def _log_topic(self) -> dict[str, Any]:
-        voters = sorted(self.core.config.voters)
+        voters = sorted(self.node.config.voters)
         leader = self._leader_and_epoch()
         partition = {
             "error_code": ErrorCode.none if leader["leader_id"] != NO_LEADER else ErrorCode.leader_not_available,
@@ -225,10 +201,10 @@ class ClientReads:
     def _requested_topic(self, name: str | None, topic_id: uuid.UUID | None, listener: str) -> dict[str, Any]:
         if self._is_log(name, topic_id):
             return self._log_topic()
-        error = self._unknown(name, topic_id)
-        if error:
-            return {"error_code": error, "name": name, "topic_id": topic_id or ZERO_UUID, "partitions": []}
-        topic = self.image.topic(name) if name is not None else self.image.topics_by_id[topic_id.bytes]
+        topic = self._image_topic_of(name, topic_id)
+        if topic is None:
+            return {"error_code": self._unknown(name, topic_id), "name": name, "topic_id": topic_id or ZERO_UUID,
+                    "partitions": []}
         return self._image_topic(topic, listener)
 
     async def metadata(self, header: Any, request: Any) -> Any:
@@ -256,7 +232,7 @@ class ClientReads:
                 )
             topics = [self._requested_topic(t.name, getattr(t, "topic_id", None), listener.name)
                       for t in request.topics]
-        brokers = self._brokers()
+        brokers = self.brokers()
         me = self.node.node_id
         return build_response(METADATA, version, {
             "throttle_time": timedelta(0),
@@ -285,13 +261,12 @@ class ClientReads:
         entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
                                  "timestamp": -1, "offset": -1, "leader_epoch": NO_EPOCH}
         error = self._serve(p.partition_index, name, None, getattr(p, "current_leader_epoch", NO_EPOCH))
-        log, hw, target = self.node.log, self.core.high_watermark, p.timestamp
+        hw, target = self.node.high_watermark, p.timestamp
         if error:
             entry["error_code"] = error
         elif target in (EARLIEST, EARLIEST_LOCAL):
-            start = log.start_offset
-            epoch = log.epoch_for_offset(start)
-            entry.update(offset=start, leader_epoch=epoch if epoch is not None else NO_EPOCH)
+            start = self.node.log_start
+            entry.update(offset=start, leader_epoch=self._epoch_before(start + 1))  # the record at the start
         elif target < MAX_TIMESTAMP:
             entry["error_code"] = ErrorCode.invalid_request
         elif hw is None:
@@ -309,15 +284,15 @@ class ClientReads:
         largest timestamp if `target` is None, below the high watermark. Batch headers are
         walked (their max timestamps) in a worker thread, then the one batch found is
         decoded to pick the record. There is no time index: the walk is linear."""
-        log, core = self.node.log, self.core
+        node = self.node
         best: tuple[BatchHeader, FileRegion] | None = None
-        offset = log.start_offset
+        offset = node.log_start
         while True:
-            hw = core.high_watermark
-            offset = max(offset, log.start_offset)  # retention may have moved on meanwhile
+            hw = node.high_watermark
+            offset = max(offset, node.log_start)  # retention may have moved on meanwhile
             if hw is None or offset >= hw:
                 break
-            info = log.read(offset, SCAN_BYTES, upper_bound=hw)
+            info = node.read_committed(offset, SCAN_BYTES)
             if not info.size:
                 break
             assert isinstance(info.data, FileRegion)
@@ -349,7 +324,7 @@ class ClientReads:
                 if error:
                     entry["error_code"] = error
                 else:
-                    end = self._end_of_epoch(p.leader_epoch)
+                    end = self.node.history.end_of_epoch(p.leader_epoch)
                     entry.update(leader_epoch=end.epoch, end_offset=end.offset)
                 partitions.append(entry)
             topics.append({"topic": topic.topic, "partitions": partitions})
@@ -376,11 +351,11 @@ class ClientReads:
             await self._wait_for_change(remaining)
         self.node.metrics.fetch_bytes.inc(size)
         endpoints = []
-        leader = self.core.leader_id
+        leader = self.node.leader_id
         if version >= 16 and leader is not None and any(
             p["error_code"] in _LEADERSHIP_ERRORS for t in responses for p in t["partitions"]
         ):
-            endpoints = [b for b in self._brokers().values() if b["node_id"] == leader]
+            endpoints = [b for b in self.brokers().values() if b["node_id"] == leader]
         return build_response(FETCH, version, {"throttle_time": timedelta(0), "error_code": ErrorCode.none,
                                                "session_id": 0, "responses": responses,
                                                "node_endpoints": endpoints})
@@ -411,58 +386,50 @@ class ClientReads:
         entry: dict[str, Any] = {"partition_index": p.partition, "error_code": ErrorCode.none,
                                  "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
                                  "preferred_read_replica": NO_LEADER, "records": b""}
-        log, hw, offset = self.node.log, self.core.high_watermark, p.fetch_offset
+        node, offset = self.node, p.fetch_offset
+        hw, start = node.high_watermark, node.log_start
         error = self._serve(p.partition, name, topic_id, p.current_leader_epoch if version >= 9 else NO_EPOCH)
         if not error and hw is None:
             error = ErrorCode.offset_not_available  # a new leader that has not committed yet
-        if not error and offset < log.start_offset:
+        if not error and offset < start:
             error = ErrorCode.offset_out_of_range  # whatever the epochs say, as Kafka's leader answers
+        # The fetcher's LastFetchedEpoch (-1: none) against this log, the core's check of a
+        # replica: before FetchOffset is checked against the log end, as in Kafka, so a
+        # fetcher past the end of a log that lost its history learns where it diverged. A
+        # history that cannot tell is OUT_OF_RANGE for a consumer.
         diverging = None
         if not error:
-            diverging, error = self._divergence(p.last_fetched_epoch if version >= 12 else NO_EPOCH, offset)
-        if not error and diverging is None and offset > log.end_offset:
+            diverging = node.history.diverging(offset, p.last_fetched_epoch if version >= 12 else NO_EPOCH)
+            if diverging == UNKNOWN:
+                diverging, error = None, ErrorCode.offset_out_of_range
+        if not error and diverging is None and offset > node.log_end:
             error = ErrorCode.offset_out_of_range  # past the end, and not because the fetcher's history diverged
         if error:
             entry["error_code"] = error
             if error in _LEADERSHIP_ERRORS:
                 entry["current_leader"] = self._leader_and_epoch()
-            elif error == ErrorCode.offset_out_of_range and offset < log.start_offset and version >= 12:
-                entry["snapshot_id"] = self._snapshot_at(log.start_offset)
+            elif error == ErrorCode.offset_out_of_range and offset < start and version >= 12:
+                entry["snapshot_id"] = self._snapshot_at(start)
             return entry, 0
-        entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=log.start_offset)
+        assert hw is not None
+        entry.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=start)
         if diverging is not None:
-            entry["diverging_epoch"] = diverging
+            entry["diverging_epoch"] = {"epoch": diverging.epoch, "end_offset": diverging.offset}
             return entry, 0
         limit = min(p.partition_max_bytes, budget)
         if offset >= hw or (limit <= 0 and not first):
             return entry, 0
-        info = log.read(offset, max(limit, 0), upper_bound=hw)
+        info = node.read_committed(offset, max(limit, 0))
         entry["records"] = info.data if info.size else b""
         return entry, info.size
 
-    def _snapshot_at(self, offset: int) -> dict[str, int]:
-        """The id of the snapshot ending at `offset` (the log start), sent with OFFSET_OUT_OF_RANGE
+    def _snapshot_at(self, start: int) -> dict[str, int]:
+        """The id of the snapshot the log starts at (-1, -1: none), sent with OFFSET_OUT_OF_RANGE
         to a fetcher below it: where a reader that can take a snapshot goes on, as a replica
-        would from a SnapshotId answer (KIP-630). Kafka's clients ignore the tagged field."""
-        found = next((s for s in self.node.snapshots.list() if s.end_offset == offset), None)
-        return {"end_offset": found.end_offset, "epoch": found.epoch} if found else {"end_offset": -1, "epoch": -1}
-
-    def _divergence(self, last_epoch: int, offset: int) -> tuple[dict[str, int] | None, ErrorCode]:
-        """Kafka's leader check of a Fetch's LastFetchedEpoch (-1: none, not checked): the
-        log diverges from the fetcher's unless its largest epoch <= LastFetchedEpoch is that
-        epoch and ends at or after FetchOffset; the answer is then that epoch and its end
-        (DivergingEpoch), even when it ends past FetchOffset: the record before FetchOffset
-        is of an epoch this log does not have. A log that cannot tell is OUT_OF_RANGE. This
-        comes before the check of FetchOffset against the log end, as in Kafka, so a
-        fetcher past the end of a log that lost its history learns where it diverged."""
-        if last_epoch < 0:
-            return None, ErrorCode.none
-        end = self._end_of_epoch(last_epoch)
-        if end.epoch < 0:
-            return None, ErrorCode.offset_out_of_range
-        if end.epoch < last_epoch or end.offset < offset:
-            return {"epoch": end.epoch, "end_offset": end.offset}, ErrorCode.none
-        return None, ErrorCode.none
+        would from a SnapshotId answer (KIP-630). Kafka's clients ignore the tagged field.
+        The log holds nothing before its start, so the history's epoch there is that snapshot's."""
+        epoch = self.node.history.epoch_before(start)
+        return {"end_offset": start, "epoch": epoch} if epoch is not None else {"end_offset": -1, "epoch": -1}
 
     # ---------------------------------------------------------------- writes, refused
 

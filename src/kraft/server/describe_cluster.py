@@ -7,14 +7,13 @@ lists the voters at their controller endpoints, which is how such a client finds
 controller without any broker.
 """
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
-
-if TYPE_CHECKING:
-    from kraft.server.node import KraftNode
+from kraft.server.context import NodeContext
 
 DESCRIBE_CLUSTER = 60
 BROKERS, CONTROLLERS = 1, 2  # DescribeClusterRequest.endpoint_type
@@ -22,8 +21,10 @@ _NO_OPERATIONS = -(2**31)  # cluster_authorized_operations when not asked
 
 
 class DescribeCluster:
-    def __init__(self, node: "KraftNode") -> None:
+    def __init__(self, node: NodeContext, brokers: Callable[[], dict[int, dict[str, Any]]]) -> None:
+        """`brokers`: the brokers Metadata lists (client_reads), by id, which this lists too."""
         self.node = node
+        self.brokers = brokers
 
     def register(self, server: KafkaServer) -> None:
         server.register(DESCRIBE_CLUSTER, 0, 1, self.describe_cluster)
@@ -31,12 +32,11 @@ class DescribeCluster:
     async def describe_cluster(self, header: Any, request: Any) -> Any:
         version = header.request_api_version
         node = self.node
-        core = node.core
         endpoint_type = getattr(request, "endpoint_type", BROKERS)
         # Asked for brokers, the controller is this node, as in Metadata (Kafka's KRaft brokers
         # name a live broker: each takes admin writes and forwards them). Asked for
         # controllers (KIP-919), it is the active one.
-        leader = -1 if core is None or core.leader_id is None else core.leader_id
+        leader = -1 if node.leader_id is None else node.leader_id
         answer: dict[str, Any] = {"throttle_time": timedelta(0), "error_code": ErrorCode.none, "error_message": None,
                                   "cluster_id": node.cluster_id, "cluster_authorized_operations": _NO_OPERATIONS,
                                   "controller_id": leader if endpoint_type == CONTROLLERS else node.node_id}
@@ -47,7 +47,7 @@ class DescribeCluster:
                                  for n, e in sorted(node.config.voters.items())]
         elif endpoint_type == BROKERS:
             answer["brokers"] = [{key: b[key] for key in ("host", "port", "rack")} | {"broker_id": b["node_id"]}
-                                 for b in node.client_api.reads._brokers().values()]  # the brokers Metadata lists
+                                 for b in self.brokers().values()]
         else:
             answer.update(error_code=ErrorCode.invalid_request, brokers=[],
                           error_message=f"endpoint type {endpoint_type} is neither brokers (1) nor controllers (2)")

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kraft.metadata import ControllerError
 from kraft.metadata.configs import (
@@ -48,9 +48,7 @@ from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
 from kraft.server.admin import Refusal
 from kraft.server.config import parse_properties
-
-if TYPE_CHECKING:
-    from kraft.server.node import KraftNode
+from kraft.server.context import NodeContext
 
 DESCRIBE_CONFIGS = 32
 # Kafka's DescribeConfigsResponse.ConfigSource and ConfigType codes.
@@ -166,7 +164,7 @@ def static_broker_configs(source: str) -> dict[str, str]:
 
 
 class DescribeConfigs:
-    def __init__(self, node: "KraftNode") -> None:
+    def __init__(self, node: NodeContext) -> None:
         self.node = node
         self.static = static_broker_configs(node.config.source)
 
@@ -180,7 +178,7 @@ class DescribeConfigs:
 
     def configs_of(self, resource_type: int, name: str) -> list[Described]:
         """A resource's configs; raises a Refusal saying why there are none."""
-        image = self.node.controller.cache.image
+        image = self.node.image
         if resource_type == ConfigResourceType.TOPIC:
             if name == CLUSTER_METADATA_TOPIC:
                 return [Described(k, v, [], True, TOPIC_CONFIGS.get(k)) for k, v in CLUSTER_METADATA_CONFIGS.items()]

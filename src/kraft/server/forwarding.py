@@ -47,7 +47,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.default_principal_data.v0 import DefaultPrincipalData
 from prometheus_client import Counter
@@ -66,11 +66,8 @@ from kraft.protocol.codec import (
 from kraft.protocol.connection import KafkaConnection
 from kraft.protocol.errors import ProtocolError
 from kraft.raft import messages as m
-from kraft.server.admin import request_timeout_ms
-
-if TYPE_CHECKING:
-    from kraft.server.admin import AdminApi
-    from kraft.server.node import KraftNode
+from kraft.server.admin import AdminApi, request_timeout_ms
+from kraft.server.context import NodeContext
 
 log = logging.getLogger("kraft.server.forwarding")
 
@@ -124,7 +121,7 @@ def _discard(future: asyncio.Future) -> None:
 
 
 class Forwarding:
-    def __init__(self, node: "KraftNode", admin: "AdminApi") -> None:
+    def __init__(self, node: NodeContext, admin: AdminApi) -> None:
         self.node = node
         self.admin = admin
         self._connection: KafkaConnection | None = None
@@ -174,8 +171,7 @@ class Forwarding:
 
     async def _attempt(self, header: Any, request: Any, timeout_s: float) -> tuple[Any | None, str]:
         """(the answer, or None to try again; why not)."""
-        core = self.node.core
-        leader = core.leader_id if core is not None else None
+        leader = self.node.leader_id
         if leader is None:
             return None, "no leader is known"
         if leader == self.node.node_id:
@@ -213,8 +209,7 @@ class Forwarding:
             return
         if state.error_code != ErrorCode.none:
             return
-        cache = self.node.controller.cache
-        while cache.offset < state.high_watermark - 1 and time.monotonic() < deadline:
+        while self.node.applied_offset < state.high_watermark - 1 and time.monotonic() < deadline:
             await asyncio.sleep(CATCH_UP_POLL_S)
 
     async def _connection_to(self, leader: int) -> KafkaConnection:

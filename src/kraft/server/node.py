@@ -12,7 +12,9 @@ deadline comes earlier than the one armed (a step is often a single request's wo
 work, tens of thousands a second under load; the timer must cost nothing per step).
 
 Two listeners: the controller listener (controller.listener.names) serves the Raft RPCs
-to peers; the client listener serves Kafka clients (kraft.server.client_api).
+to peers; the client listener serves Kafka clients (kraft.server.client_api). The handlers
+see the node only as a NodeContext (context.py), which this class implements: the reads
+they may make, and `step`, the one way they act.
 """
 
 import asyncio
@@ -21,17 +23,18 @@ import socket
 import time
 from collections.abc import Callable
 from random import Random
-from typing import Any
+from typing import Any, TypeVar
 
 from kraft.controller import QuorumController, SnapshotJob
-from kraft.metadata import ReplayError
+from kraft.metadata import MetadataImage, ReplayError
 from kraft.protocol import KafkaServer
 from kraft.protocol.tasks import cancel_and_wait
 from kraft.raft import InvariantViolation, RaftConfig, RaftCore, Reply, Send
 from kraft.raft import messages as m
+from kraft.raft.epochs import EpochHistory
 from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.server.client_api import ClientApi
 from kraft.server.config import ServerConfig
-from kraft.server.describe_cluster import DescribeCluster
 from kraft.server.metrics import NodeMetrics
 from kraft.server.peers import Peers
 from kraft.storage import (
@@ -40,11 +43,13 @@ from kraft.storage import (
     FileLog,
     FileQuorumStateStore,
     FileSnapshotStore,
+    LogReadInfo,
 )
 from kraft.storage.dirlock import DirectoryLock
 from kraft.storage.meta_properties import StorageNotFormattedError, read_meta_properties
 
 log = logging.getLogger("kraft.server")
+T = TypeVar("T")
 
 PARTITION_DIR = "__cluster_metadata-0"
 
@@ -166,17 +171,12 @@ class KraftNode:
             listener = c.controller_listener
             assert listener is not None
             self.raft_address = await self.raft_server.start(listener.endpoint.host, listener.endpoint.port)
-        from kraft.server.client_api import ClientApi
-
         self.client_api = ClientApi(self)
         self.client_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits,
                                          name=f"node {self.node_id} client listener")
         self.client_api.register(self.client_server)
-        describe_cluster = DescribeCluster(self)
-        describe_cluster.register(self.client_server)
         if self.raft_server is not None:
             self.client_api.register_controller_apis(self.raft_server)
-            describe_cluster.register(self.raft_server)
         client = c.client_listener
         assert client is not None
         self.client_address = await self.client_server.start(client.endpoint.host, client.endpoint.port)
@@ -187,7 +187,7 @@ class KraftNode:
             except OSError as e:
                 raise OSError(e.errno, f"metrics endpoint cannot listen on {host}:{port}: {e.strerror}") from e
         self.metrics.bind(self.core)
-        self.metrics.image.source = lambda: self.controller.cache.image
+        self.metrics.image.source = lambda: self.image
         self.client_api.start()
         self.step(lambda core, now: core.tick(now))
         log.info(
@@ -250,6 +250,58 @@ class KraftNode:
             host, port = advertised.host, advertised.port or self.client_address[1]
         return (socket.getfqdn() if host in ("", "0.0.0.0", "::") else host), port
 
+    # ---------------------------------------------------------------- what handlers read (NodeContext)
+
+    @property
+    def _running(self) -> RaftCore:
+        core = self.core
+        assert core is not None, "handlers run only once the node has started"
+        return core
+
+    @property
+    def leader_id(self) -> int | None:
+        return self._running.leader_id
+
+    @property
+    def epoch(self) -> int:
+        return self._running.epoch
+
+    @property
+    def is_leader(self) -> bool:
+        return self._running.is_leader
+
+    @property
+    def high_watermark(self) -> int | None:
+        return self._running.high_watermark
+
+    @property
+    def log_start(self) -> int:
+        return self.log.start_offset
+
+    @property
+    def log_end(self) -> int:
+        return self.log.end_offset
+
+    @property
+    def history(self) -> EpochHistory:
+        return self._running.history
+
+    def read_committed(self, offset: int, max_bytes: int) -> LogReadInfo:
+        hw = self._running.high_watermark
+        return self.log.read(offset, max_bytes, upper_bound=hw if hw is not None else 0)
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.controller.cache.image
+
+    @property
+    def applied_offset(self) -> int:
+        return self.controller.cache.offset
+
+    def after_step(self, listener: Callable[[], None]) -> None:
+        """A handler's `on_step`: it reads what changed through this context, not the core."""
+        self.on_step(lambda core: listener())
+
     def _spawn(self, coroutine: Any) -> asyncio.Task:
         task = asyncio.create_task(coroutine)
         self._tasks.add(task)
@@ -263,27 +315,30 @@ class KraftNode:
         return int(time.time() * 1000)
 
     def on_step(self, listener: Callable[[RaftCore], None]) -> None:
-        """Called after every step (the client API answers waiting reads from it)."""
+        """Called with the core after every step (a driver's hook: the benchmark's node sees
+        its completions from it; handlers use `after_step`)."""
         self._step_listeners.append(listener)
 
-    def step(self, action: Callable[[RaftCore, int], None]) -> None:
-        """One event into the core, then what it asks for. A fatal error (see FATAL) stops
-        the node before anything else is sent; any other error is the action's own answer
-        to its caller (a refused controller operation) and leaves the core as it was."""
+    def step(self, action: Callable[[RaftCore, int], T]) -> T | None:
+        """One event into the core, then what it asks for; returns the action's result, or
+        None if the node no longer steps. A fatal error (see FATAL) stops the node before
+        anything else is sent; any other error is the action's own answer to its caller (a
+        refused controller operation) and leaves the core as it was."""
         core = self.core
         if core is None or self.stopping or self.failure is not None:
-            return
+            return None
         started = time.perf_counter()
         try:
-            action(core, self.now())
+            result = action(core, self.now())
         except FATAL as e:
             self._fail(e)
-            return
+            return None
         try:
             self._after_step(core)
         except FATAL as e:
             self._fail(e)
         self.metrics.raft.on_step(core, time.perf_counter() - started)
+        return result
 
     def _fail(self, error: BaseException) -> None:
         """Stops serving at once: nothing is stepped, sent or acknowledged after this."""
@@ -352,9 +407,9 @@ class KraftNode:
                 for p in topic.partitions:
                     self.metrics.fetch_bytes.inc(len(p.records) if p.records is not None else 0)
         elif isinstance(response, m.FetchSnapshotResponse):
-            for topic in response.topics:
-                for p in topic.partitions:
-                    self.metrics.snapshot_bytes_served.inc(len(p.unaligned_records or b""))
+            for snapshot_topic in response.topics:
+                for chunk in snapshot_topic.partitions:
+                    self.metrics.snapshot_bytes_served.inc(len(chunk.unaligned_records or b""))
         future.set_result(response)
 
     async def handle_raft_request(self, header: Any, request: Any) -> Any:

@@ -9,7 +9,9 @@ Records replay by Kafka's rules (its MetadataDelta and PartitionRegistration.mer
 replica of a Kafka cluster's log builds the image Kafka builds: fencing, unfencing and
 registering a broker change that broker only, and the partition changes they cause come as
 PartitionChangeRecords the controller wrote beside them. A PartitionChangeRecord merges as
-Kafka's does: leader epoch + 1 when it names a leader, partition epoch + 1 always.
+Kafka's does: leader epoch + 1 when it names a leader, partition epoch + 1 always
+(`partition_replay` builds and merges partitions; `isr_index` keeps the image's index of
+which ISRs hold each broker).
 
 A log that starts with the `kraft.derived.fencing` feature (the controller's option
 `kraft.metadata.derived.fencing`) asks for the other way, KIP-630's: fencing is an event,
@@ -40,9 +42,11 @@ from typing import Any, ClassVar
 
 import immutables
 
+from kraft.metadata import isr_index, partition_replay
 from kraft.metadata.errors import InvalidRecordError
 from kraft.metadata.image import (
     DERIVED_FENCING,
+    EMPTY_MAP,
     NO_LEADER,
     BrokerRegistration,
     ConfigResource,
@@ -54,9 +58,9 @@ from kraft.metadata.image import (
     ScramCredential,
     TopicImage,
     intern_ids,
+    merged,
 )
 from kraft.metadata.records import (
-    NO_LEADER_CHANGE,
     AbortTransactionRecord,
     AccessControlEntryRecord,
     BeginTransactionRecord,
@@ -88,13 +92,9 @@ from kraft.metadata.records import (
     uuid_str,
 )
 
-_EMPTY: immutables.Map = immutables.Map()
-_MIGRATING = bytes(16)  # Kafka's DirectoryId.MIGRATING: no directory assigned yet
-_NO_CHANGE = -1  # PartitionChangeRecord.leader_recovery_state: unchanged
 # The image's keyed maps a delta changes by put and remove: (image attribute, changed-key tag).
 _MAPS = {"controllers": "controller", "acls": "acl", "scram_credentials": "scram", "delegation_tokens": "token"}
 _RESOURCE_TYPES = {t.value: t for t in ConfigResourceType}
-IndexChanges = dict[int, dict[bytes, tuple[int, ...] | None]]  # broker -> topic id -> partitions (None: gone)
 
 
 class _TopicChange:
@@ -121,64 +121,6 @@ class _ConfigChange:
         self.resource = resource
         self.entries = dict(base)
         self.base = base
-
-
-def _registration(
-    replicas: tuple[int, ...],
-    isr: tuple[int, ...],
-    removing: tuple[int, ...],
-    adding: tuple[int, ...],
-    leader: int,
-    leader_recovery_state: int,
-    leader_epoch: int,
-    partition_epoch: int,
-    directories: tuple[bytes, ...] = (),
-    elr: tuple[int, ...] | None = None,
-    last_known_elr: tuple[int, ...] | None = None,
-) -> PartitionRegistration:
-    """A partition with interned id lists, checked for what every replica relies on when it
-    derives fencing: distinct replicas, the ISR among them, the leader in the ISR or none.
-    Directories all MIGRATING are no assignment (), as Kafka reads them; empty ELRs are None.
-    Raises ValueError saying what is wrong; the caller says which partition."""
-    replicas, isr = intern_ids(replicas), intern_ids(isr)
-    if not replicas or len(set(replicas)) != len(replicas):
-        raise ValueError(f"replicas {list(replicas)} must be distinct and not empty")
-    if isr is not replicas and (len(set(isr)) != len(isr) or not set(isr) <= set(replicas)):
-        raise ValueError(f"ISR {list(isr)} must be distinct replicas of {list(replicas)}")
-    if leader != NO_LEADER and leader not in isr:
-        raise ValueError(f"leader {leader} is not in the ISR {list(isr)}")
-    if directories and all(d == _MIGRATING for d in directories):
-        directories = ()
-    if directories and len(directories) != len(replicas):
-        raise ValueError(f"{len(directories)} directories for {len(replicas)} replicas")
-    return PartitionRegistration(
-        replicas,
-        isr,
-        intern_ids(removing) if removing else (),
-        intern_ids(adding) if adding else (),
-        leader,
-        leader_recovery_state,
-        leader_epoch,
-        partition_epoch,
-        intern_ids(directories) if directories else (),
-        intern_ids(elr) if elr else None,
-        intern_ids(last_known_elr) if last_known_elr else None,
-    )
-
-
-def _merged(base: immutables.Map, changes: dict) -> immutables.Map:
-    """`base` with `changes` applied (None deletes), sharing everything else."""
-    if not changes:
-        return base
-    if not base:  # a snapshot load: build the map in one go
-        return immutables.Map({k: v for k, v in changes.items() if v is not None})
-    m = base.mutate()
-    for key, value in changes.items():
-        if value is None:
-            m.pop(key, None)
-        else:
-            m[key] = value
-    return m.finish()
 
 
 class MetadataDelta:
@@ -253,7 +195,7 @@ class MetadataDelta:
     def _isr_holding(self, broker_id: int) -> list[tuple[bytes, tuple[int, ...] | list[int]]]:
         """(topic id, partition ids) of every partition whose ISR holds the broker, as of now:
         the image's index for topics this delta has not touched, a scan of those it has."""
-        indexed = self.image.brokers_to_isrs.get(broker_id, _EMPTY)
+        indexed = self.image.brokers_to_isrs.get(broker_id, EMPTY_MAP)
         found: list[tuple[bytes, tuple[int, ...] | list[int]]] = [
             (tid, pids) for tid, pids in indexed.items() if tid not in self._topics
         ]
@@ -373,19 +315,7 @@ class MetadataDelta:
         change = self._topic_for_write(r.topic_id, "PartitionRecord")
         count = len(change.partitions)
         try:
-            p = _registration(
-                r.replicas,
-                r.isr,
-                r.removing_replicas,
-                r.adding_replicas,
-                r.leader,
-                r.leader_recovery_state,
-                r.leader_epoch,
-                r.partition_epoch,
-                r.directories,
-                r.eligible_leader_replicas,
-                r.last_known_elr,
-            )
+            p = partition_replay.from_record(r)
             if not 0 <= r.partition_id <= count:
                 raise ValueError(f"the topic has {count} partitions and partition ids are contiguous")
         except ValueError as e:
@@ -398,35 +328,15 @@ class MetadataDelta:
             self._set_partition(change, r.partition_id, p)
 
     def _partition_change(self, r: PartitionChangeRecord) -> None:
-        """Kafka's PartitionRegistration.merge: each field the record sets replaces the
-        partition's; naming a leader (even the same one) bumps the leader epoch; the
-        partition epoch goes up by one whatever changed."""
+        """Kafka's PartitionRegistration.merge (see partition_replay.merge)."""
         change = self._topic_for_write(r.topic_id, "PartitionChangeRecord")
         try:
             if not 0 <= r.partition_id < len(change.partitions):
                 raise ValueError("no such partition")
-            p = change.partitions[r.partition_id]
-            if r.leader == NO_LEADER_CHANGE:
-                leader, leader_epoch = p.leader, p.leader_epoch
-            else:
-                leader, leader_epoch = r.leader, p.leader_epoch + 1
-            replicas = p.replicas if r.replicas is None else r.replicas
-            merged = _registration(
-                replicas,
-                p.isr if r.isr is None else r.isr,
-                p.removing_replicas if r.removing_replicas is None else r.removing_replicas,
-                p.adding_replicas if r.adding_replicas is None else r.adding_replicas,
-                leader,
-                p.leader_recovery_state if r.leader_recovery_state == _NO_CHANGE else r.leader_recovery_state,
-                leader_epoch,
-                p.partition_epoch + 1,
-                _directories(p, r, replicas),
-                p.eligible_leader_replicas if r.eligible_leader_replicas is None else r.eligible_leader_replicas,
-                p.last_known_elr if r.last_known_elr is None else r.last_known_elr,
-            )
+            updated = partition_replay.merge(change.partitions[r.partition_id], r)
         except ValueError as e:
             raise InvalidRecordError(f"PartitionChangeRecord {change.name}-{r.partition_id}: {e}") from None
-        self._set_partition(change, r.partition_id, merged)
+        self._set_partition(change, r.partition_id, updated)
 
     def _clear_elr(self, r: ClearElrRecord) -> None:
         """Kafka's TopicsDelta: every partition of the topic (of all topics, for an empty
@@ -462,7 +372,7 @@ class MetadataDelta:
     def _config_for_write(self, resource: ConfigResource) -> _ConfigChange:
         configs = self._configs.get(resource)
         if configs is None:
-            configs = self._configs[resource] = _ConfigChange(resource, self.image.configs.get(resource, _EMPTY))
+            configs = self._configs[resource] = _ConfigChange(resource, self.image.configs.get(resource, EMPTY_MAP))
         return configs
 
     def _set_config(self, configs: _ConfigChange, key: str, value: str | None) -> None:
@@ -495,8 +405,8 @@ class MetadataDelta:
         entity: QuotaEntity = tuple(sorted((e.entity_type, e.entity_name) for e in r.entity))
         quotas = self._quotas.get(entity)
         if quotas is None:
-            quotas = self._quotas[entity] = dict(self.image.client_quotas.get(entity, _EMPTY))
-        if r.key in self.image.client_quotas.get(entity, _EMPTY):
+            quotas = self._quotas[entity] = dict(self.image.client_quotas.get(entity, EMPTY_MAP))
+        if r.key in self.image.client_quotas.get(entity, EMPTY_MAP):
             self.changed.add(("quota", entity, r.key))
         if r.remove:
             quotas.pop(r.key, None)
@@ -613,16 +523,16 @@ class MetadataDelta:
         """The image with every replayed record applied, as of `offset` in `epoch`."""
         image = self.image
         by_id, by_name, isrs = self._apply_topics()
-        configs = _merged(
+        configs = merged(
             image.configs,
             {c.resource: (immutables.Map(c.entries) if c.entries else None) for c in self._configs.values()},
         )
-        quotas = _merged(image.client_quotas, {e: (immutables.Map(q) if q else None) for e, q in self._quotas.items()})
+        quotas = merged(image.client_quotas, {e: (immutables.Map(q) if q else None) for e, q in self._quotas.items()})
         return MetadataImage(
             offset=offset,
             epoch=epoch,
-            features=_merged(image.features, self._features),
-            brokers=_merged(image.brokers, self._brokers),
+            features=merged(image.features, self._features),
+            brokers=merged(image.brokers, self._brokers),
             topics_by_id=by_id,
             topics_by_name=by_name,
             brokers_to_isrs=isrs,
@@ -632,7 +542,7 @@ class MetadataDelta:
             zk_migration_state=(
                 image.zk_migration_state if self._zk_migration_state is None else self._zk_migration_state
             ),
-            **{name: _merged(getattr(image, name), changes) for name, changes in self._maps.items()},
+            **{name: merged(getattr(image, name), changes) for name, changes in self._maps.items()},
         )
 
     def _apply_topics(self) -> tuple[immutables.Map, immutables.Map, immutables.Map]:
@@ -640,79 +550,24 @@ class MetadataDelta:
         if not self._topics:
             return image.topics_by_id, image.topics_by_name, image.brokers_to_isrs
         by_id, by_name = image.topics_by_id.mutate(), image.topics_by_name.mutate()
-        index: IndexChanges = {}
+        index: isr_index.IndexChanges = {}
         for tid, change in self._topics.items():  # removals first, so a removed name can be reused
             if change is None:
                 old = by_id.pop(tid)
                 del by_name[old.name]
-                for p in old.partitions:
-                    for b in p.isr:
-                        index.setdefault(b, {})[tid] = None
+                isr_index.removed_topic(index, tid, old.partitions)
         new_by_id: dict[bytes, TopicImage] = {}
         for tid, change in self._topics.items():
             if change is None:
                 continue
             topic = new_by_id[tid] = TopicImage(change.name, tid, tuple(change.partitions))
             if change.base_count:
-                _reindex_dirty(image, change, index)
+                isr_index.changed_partitions(index, image, tid, change.partitions, change.dirty)
             else:
-                _index_new_topic(index, tid, topic.partitions)
+                isr_index.added_topic(index, tid, topic.partitions)
         by_id.update(new_by_id)
         by_name.update({topic.name: topic for topic in new_by_id.values()})
-        return by_id.finish(), by_name.finish(), _apply_index(image.brokers_to_isrs, index)
-
-
-def _directories(p: PartitionRegistration, r: PartitionChangeRecord, replicas: tuple[int, ...]) -> tuple[bytes, ...]:
-    """Kafka's merge of directories: the record's if it has them; the partition's otherwise,
-    unless the replicas changed in number (then none are assigned: all MIGRATING)."""
-    if r.directories is not None:
-        return r.directories
-    return p.directories if len(p.directories) in (0, len(replicas)) else ()
-
-
-def _index_new_topic(index: IndexChanges, tid: bytes, partitions: tuple) -> None:
-    for pid, p in enumerate(partitions):
-        for b in p.isr:
-            entries = index.get(b)
-            if entries is None:
-                entries = index[b] = {}
-            pids = entries.get(tid)
-            entries[tid] = intern_ids((pid,)) if pids is None else pids + (pid,)
-
-
-def _reindex_dirty(image: MetadataImage, change: _TopicChange, index: IndexChanges) -> None:
-    """Index updates for the changed partitions of a topic the image has: only the brokers
-    that joined or left an ISR, so fencing a broker costs what it hosts, not its topics' size."""
-    tid = change.id
-    base = image.topics_by_id[tid].partitions
-    moves: dict[int, tuple[set[int], set[int]]] = {}  # broker -> (partitions joined, left)
-    for pid in change.dirty:
-        old = set(base[pid].isr) if pid < len(base) else set()
-        new = set(change.partitions[pid].isr)
-        for b in new - old:
-            moves.setdefault(b, (set(), set()))[0].add(pid)
-        for b in old - new:
-            moves.setdefault(b, (set(), set()))[1].add(pid)
-    for b, (joined, left) in moves.items():
-        current = image.brokers_to_isrs.get(b, _EMPTY).get(tid, ())
-        pids = tuple(sorted((set(current) - left) | joined))
-        index.setdefault(b, {})[tid] = intern_ids(pids) if pids else None
-
-
-def _apply_index(base: immutables.Map, changes: IndexChanges) -> immutables.Map:
-    """`brokers_to_isrs` with per-broker changes, touching only the entries that differ."""
-    out = base.mutate()
-    for b, entries in changes.items():
-        current = base.get(b, _EMPTY)
-        if not current:  # a broker new to the index: its entries can only be additions
-            out[b] = immutables.Map(entries)
-            continue
-        merged = _merged(current, {tid: pids for tid, pids in entries.items() if current.get(tid) != pids})
-        if merged:
-            out[b] = merged
-        else:
-            out.pop(b, None)
-    return out.finish()
+        return by_id.finish(), by_name.finish(), isr_index.applied(image.brokers_to_isrs, index)
 
 
 def partition_changes(image: MetadataImage, records: Iterable[MetadataRecord]) -> list[PartitionChangeRecord]:

@@ -151,7 +151,23 @@ def intern_ids(ids: tuple[_Id, ...]) -> tuple[_Id, ...]:
     return shared
 
 
-_EMPTY: immutables.Map = immutables.Map()
+EMPTY_MAP: immutables.Map = immutables.Map()  # one, shared by every empty map of every image
+
+
+def merged(base: immutables.Map, changes: dict) -> immutables.Map:
+    """`base` with `changes` applied (None deletes), sharing everything else: how a delta
+    makes each map of the next image."""
+    if not changes:
+        return base
+    if not base:  # a snapshot load: build the map in one go
+        return immutables.Map({k: v for k, v in changes.items() if v is not None})
+    m = base.mutate()
+    for key, value in changes.items():
+        if value is None:
+            m.pop(key, None)
+        else:
+            m[key] = value
+    return m.finish()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,18 +176,18 @@ class MetadataImage:
 
     offset: int = -1
     epoch: int = -1
-    features: immutables.Map = field(default=_EMPTY)  # name -> finalized level
-    brokers: immutables.Map = field(default=_EMPTY)  # id -> BrokerRegistration
-    topics_by_id: immutables.Map = field(default=_EMPTY)  # 16-byte id -> TopicImage
-    topics_by_name: immutables.Map = field(default=_EMPTY)  # name -> TopicImage
-    brokers_to_isrs: immutables.Map = field(default=_EMPTY)  # broker -> topic id -> partition ids
-    configs: immutables.Map = field(default=_EMPTY)  # ConfigResource -> Map(name -> value)
+    features: immutables.Map = field(default=EMPTY_MAP)  # name -> finalized level
+    brokers: immutables.Map = field(default=EMPTY_MAP)  # id -> BrokerRegistration
+    topics_by_id: immutables.Map = field(default=EMPTY_MAP)  # 16-byte id -> TopicImage
+    topics_by_name: immutables.Map = field(default=EMPTY_MAP)  # name -> TopicImage
+    brokers_to_isrs: immutables.Map = field(default=EMPTY_MAP)  # broker -> topic id -> partition ids
+    configs: immutables.Map = field(default=EMPTY_MAP)  # ConfigResource -> Map(name -> value)
     next_producer_id: int = -1  # first id of the next block; -1 before any allocation
-    controllers: immutables.Map = field(default=_EMPTY)  # id -> ControllerRegistration
-    acls: immutables.Map = field(default=_EMPTY)  # 16-byte id -> AccessControlEntryRecord
-    client_quotas: immutables.Map = field(default=_EMPTY)  # QuotaEntity -> Map(key -> value)
-    scram_credentials: immutables.Map = field(default=_EMPTY)  # (user, mechanism) -> ScramCredential
-    delegation_tokens: immutables.Map = field(default=_EMPTY)  # token id -> DelegationTokenRecord
+    controllers: immutables.Map = field(default=EMPTY_MAP)  # id -> ControllerRegistration
+    acls: immutables.Map = field(default=EMPTY_MAP)  # 16-byte id -> AccessControlEntryRecord
+    client_quotas: immutables.Map = field(default=EMPTY_MAP)  # QuotaEntity -> Map(key -> value)
+    scram_credentials: immutables.Map = field(default=EMPTY_MAP)  # (user, mechanism) -> ScramCredential
+    delegation_tokens: immutables.Map = field(default=EMPTY_MAP)  # token id -> DelegationTokenRecord
     zk_migration_state: int = -1  # ZkMigrationStateRecord's value; -1 if none was written
 
     @property
@@ -190,7 +206,7 @@ class MetadataImage:
         return sorted(b.id for b in self.brokers.values() if not b.fenced)
 
     def configs_of(self, resource: ConfigResource) -> Mapping[str, str]:
-        return self.configs.get(resource, _EMPTY)
+        return self.configs.get(resource, EMPTY_MAP)
 
     def partition_count(self) -> int:
         return sum(len(t.partitions) for t in self.topics_by_id.values())

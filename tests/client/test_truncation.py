@@ -139,6 +139,74 @@ def test_restore_from_a_snapshot_backup_is_detected_by_every_consumer(tmp_path):
         cluster.stop()
 
 
+def test_after_a_restore_the_log_start_moving_on_does_not_move_the_truncation_point(tmp_path):
+    """KIP-320 exactly, however far the log start moved after the restore: readers away
+    while the restored cluster snapshotted and retention moved its log start past their
+    position are told that the history they read ends at the restore point. Kafka's cache
+    forgets the epochs below its log start and would answer the log start instead (or, past
+    the readers' position, no divergence at all). Readers still open (each client) and
+    readers that come back with a saved position and epoch (ours, librdkafka) alike."""
+    cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=0, overrides=SNAPSHOTS)
+    readers = None
+    tp = TopicPartition(TOPIC, 0)
+    try:
+        cluster.start()
+        create_topics(cluster, "early", 30)
+        backup, snapshot_end = back_up_a_snapshot(cluster, leader(cluster)[0], tmp_path)
+        hw = create_topics(cluster, "late", 20)
+        readers = Readers(cluster, hw)
+        saved = readers.ours.next_offsets()[tp]  # a position and the epoch of the record before it
+        assert saved.offset >= hw > snapshot_end
+        cluster.stop()
+        for node in cluster.nodes.values():
+            kraft_cli("restore", "--snapshot", str(backup), "--config", str(node.config_path), "--epoch", "100")
+            with node.config_path.open("a") as config:  # retention keeps only the latest snapshot from now on
+                config.write("metadata.max.retention.bytes=1\n")
+        cluster.start()
+        rounds = iter(range(1000))
+        with Consumer(cluster.bootstrap_servers()) as probe:
+            def log_start_past_the_readers() -> bool:
+                create_topics(cluster, f"restored{next(rounds)}", 5)
+                return probe.beginning_offsets([tp])[tp].offset > saved.offset
+            wait_for(log_start_past_the_readers, timeout=120, what=f"the log start past offset {saved.offset}")
+        readers.detect(snapshot_end, new_epoch=101)
+        with Consumer(cluster.bootstrap_servers(), auto_offset_reset="none") as ours:
+            ours.assign([tp])
+            ours.seek(tp, saved.offset, leader_epoch=saved.leader_epoch)
+
+            def ours_detects() -> bool:
+                try:
+                    records = ours.poll(300)
+                except LogTruncationError as e:
+                    assert e.divergent_offsets[tp].offset == snapshot_end
+                    return True
+                assert not records, f"our consumer read offset {records[0].offset} of the new history"
+                return False
+
+            wait_for(ours_detects, timeout=30, what="our consumer back with its saved position to detect the truncation")
+        rd = RdConsumer({"bootstrap.servers": cluster.bootstrap_servers(), "group.id": "truncation-test-back",
+                         "enable.auto.commit": False, "auto.offset.reset": "error"})
+        try:
+            rd.assign([RdTopicPartition(TOPIC, 0, saved.offset, leader_epoch=saved.leader_epoch)])
+
+            def rd_detects() -> bool:
+                msg = rd.poll(0.3)
+                if msg is None:
+                    return False
+                error = msg.error()
+                assert error is not None, f"librdkafka read offset {msg.offset()} of the new history"
+                assert "truncation detected" in error.str() and f"end offset is {snapshot_end} " in error.str(), error
+                return True
+
+            wait_for(rd_detects, timeout=30, what="librdkafka back with its saved position to detect the truncation")
+        finally:
+            rd.close()
+    finally:
+        if readers is not None:
+            readers.close()
+        cluster.stop()
+
+
 def test_unclean_recovery_onto_wiped_disks_from_a_diverged_survivor_is_detected_by_every_consumer(tmp_path):
     """The survivor is an old leader cut off from the others: it appended records it never
     committed, and the majority, in a newer epoch, committed others at those offsets.

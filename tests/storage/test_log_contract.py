@@ -103,7 +103,7 @@ def test_reads_are_whole_batches_bounded_by_bytes_and_upper_bound(logs):
 @pytest.mark.parametrize(
     "asked,expected",
     [
-        (0, OffsetAndEpoch(3, 0)),   # epoch older than all: the first entry's start
+        (0, OffsetAndEpoch(-1, -1)),  # older than all, and what came before offset 3 is not known
         (1, OffsetAndEpoch(5, 1)),
         (2, OffsetAndEpoch(5, 1)),   # never written: the largest epoch below it
         (3, OffsetAndEpoch(9, 3)),
@@ -120,6 +120,53 @@ def test_end_offset_for_epoch(logs, asked, expected):
     log.append_as_follower(batch(4, epoch=3, base_offset=5))
     log.append_as_follower(batch(3, epoch=5, base_offset=9))
     assert log.end_offset_for_epoch(asked) == expected
+
+
+def test_an_epoch_older_than_all_ends_at_zero_when_the_log_began_there(logs):
+    log = logs.open()
+    log.append_as_leader(batch(2), epoch=3)
+    assert log.end_offset_for_epoch(1) == OffsetAndEpoch(0, 1)
+
+
+def test_epochs_below_the_log_start_stay_known(logs):
+    log = logs.open()
+    for epoch in (1, 2, 3):
+        log.append_as_leader(batch(5), epoch=epoch)  # epoch 1: 0-4, 2: 5-9, 3: 10-14
+    log.flush()
+    log.advance_start_offset(10)
+    assert (log.end_offset_for_epoch(1), log.end_offset_for_epoch(2)) == (OffsetAndEpoch(5, 1), OffsetAndEpoch(10, 2))
+    log.advance_start_offset(15)
+    assert log.latest_epoch is None, "no batch left in the log"
+    for log in (log, logs.reopen(log)):
+        assert [log.end_offset_for_epoch(e) for e in (1, 2, 3, 4)] == [
+            OffsetAndEpoch(5, 1), OffsetAndEpoch(10, 2), OffsetAndEpoch(15, 3), OffsetAndEpoch(15, 3)]
+
+
+def test_a_restart_from_a_snapshot_this_log_agrees_with_keeps_its_history(logs):
+    log = logs.open()
+    for epoch in (1, 2, 4):
+        log.append_as_leader(batch(5), epoch=epoch)  # epoch 1: 0-4, 2: 5-9, 4: 10-14
+    log.truncate_fully_and_start_at(8, epoch_before=2)  # offset 7 was ours in epoch 2: so was all before it
+    assert log.epoch_entries() == [(1, 0), (2, 5)]
+    log.append_as_leader(batch(5), epoch=7)
+    log.flush()
+    for log in (log, logs.reopen(log)):
+        assert [log.end_offset_for_epoch(e) for e in (1, 2, 4, 7)] == [
+            OffsetAndEpoch(5, 1), OffsetAndEpoch(8, 2), OffsetAndEpoch(8, 2), OffsetAndEpoch(13, 7)]
+
+
+def test_a_restart_from_a_snapshot_this_log_disagrees_with_knows_only_the_snapshots_epoch(logs):
+    log = logs.open()
+    log.append_as_leader(batch(5), epoch=1)
+    log.append_as_leader(batch(5), epoch=3)  # offset 7 is epoch 3 here, epoch 2 in the snapshot
+    log.truncate_fully_and_start_at(8, epoch_before=2)
+    assert log.epoch_entries() == [(2, 7)]
+    assert (log.end_offset_for_epoch(1), log.end_offset_for_epoch(2)) == (OffsetAndEpoch(-1, -1), OffsetAndEpoch(8, 2))
+    log.truncate_fully_and_start_at(50, epoch_before=6)  # past the end: nothing of ours to agree with
+    log.flush()
+    for log in (log, logs.reopen(log)):
+        assert log.epoch_entries() == [(6, 49)]
+        assert (log.end_offset_for_epoch(5), log.end_offset_for_epoch(6)) == (OffsetAndEpoch(-1, -1), OffsetAndEpoch(50, 6))
 
 
 def test_truncation_removes_records_and_epochs(logs):
@@ -182,7 +229,7 @@ def test_advancing_the_start_offset(logs):
     with pytest.raises(OffsetOutOfRangeError):
         log.read(9, 100)
     assert [o for o, _ in offsets_and_values(log)] == list(range(10, 20))
-    assert log.epoch_entries() == [(2, 10)]
+    assert log.epoch_entries() == [(1, 0), (2, 10)], "epochs below the start stay known"
     log.advance_start_offset(5)  # never backwards
     assert log.start_offset == 10
     log.advance_start_offset(20)

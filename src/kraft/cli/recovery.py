@@ -114,7 +114,7 @@ def restore(config_path: str, snapshot_path: str, epoch: int | None) -> int:
             writer.validate(source.stat().st_size)
             writer.freeze()
             log = FileLog(partition)
-            log.truncate_fully_and_start_at(sid.end_offset)
+            log.truncate_fully_and_start_at(sid.end_offset, sid.epoch)
             log.close()
             for old in store.list():
                 if old != sid:

@@ -685,7 +685,7 @@ class RaftCore:
 
     def _install(self, sid: SnapshotId, how: str) -> None:
         """The log restarts at the snapshot's end; the state machine loads the snapshot."""
-        self.log.truncate_fully_and_start_at(sid.end_offset)
+        self.log.truncate_fully_and_start_at(sid.end_offset, sid.epoch)
         self.snapshots.delete_before(sid.end_offset)
         self._load_snapshot(sid)
         if self.high_watermark is None or self.high_watermark < sid.end_offset:

@@ -75,14 +75,19 @@ class EpochHistory:
 
     def end_of_epoch(self, epoch: int) -> OffsetAndEpoch:
         """The largest epoch <= `epoch` and the offset where it ends: OffsetForLeaderEpoch's
-        answer, and the base of every divergence check. A log emptied by a snapshot holds the
-        snapshot's history: it ends at the log's end, in the snapshot's epoch (or the one
-        asked, if older). UNKNOWN when nothing here can tell."""
+        answer, and the base of every divergence check. The log's epoch cache keeps the
+        epochs below its start (see LeaderEpochCache), so this is exact however far the log
+        start has moved. A cache written before it kept them knows nothing below the log
+        start; there the snapshot the log starts at still tells its own epoch. UNKNOWN when
+        nothing here can tell, never a guess."""
         found = self.log.end_offset_for_epoch(epoch)
         if found.epoch >= 0 or epoch < 0:
             return found
         before = self.epoch_before(self.log.start_offset)
-        return UNKNOWN if before is None else OffsetAndEpoch(self.log.end_offset, min(epoch, before))
+        if before is None or before > epoch:
+            return UNKNOWN
+        entries = self.log.epoch_entries()
+        return OffsetAndEpoch(entries[0][1] if entries else self.log.end_offset, before)
 
     def diverging(self, fetch_offset: int, last_fetched_epoch: int) -> OffsetAndEpoch | None:
         """KIP-595's check of a fetcher's position (the record before `fetch_offset` was

@@ -183,8 +183,8 @@ class FileLog(ReplicatedLog):
                 f"the log ends at offset {leo}, but offsets below the recovery point {recovery_point} "
                 "were fsynced: a segment is missing or was cut short, so opening refuses rather than lose them",
             )
-        rebuilt.truncate_from_start(self._start_offset)
         rebuilt.truncate_from_end(leo)
+        rebuilt.keep_history(checkpointed.entries() if checkpointed else [], self._start_offset)
         self._epochs = LeaderEpochCache(self.directory / EPOCH_CHECKPOINT, rebuilt.entries())
         if checkpointed is None or checkpointed.entries() != rebuilt.entries():
             log.info("%s: leader epochs rebuilt from the log: %s", self.directory.name, rebuilt.entries())
@@ -393,7 +393,7 @@ class FileLog(ReplicatedLog):
         self._segments[i].truncate(offset)
         self._flushed = min(self._flushed, self.end_offset)
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def _restart_at(self, offset: int) -> None:
         with self._flush_lock:
             self._lower_recovery_point(offset)
             self._write_offset(LOG_START_CHECKPOINT, offset)
@@ -401,7 +401,6 @@ class FileLog(ReplicatedLog):
                 segment.delete()
             self._segments = [self._new_segment(offset)]
             self._start_offset = offset
-            self._epochs.clear()
             self._flushed = offset
             self._write_recovery_point(offset)
 

@@ -62,7 +62,7 @@ class ReplicatedLog(ABC):
     @property
     def latest_epoch(self) -> int | None:
         """The epoch of the last batch in the log, or None if it holds no batch."""
-        return self._epochs.latest_epoch
+        return self._epochs.latest_epoch if self.end_offset > self.start_offset else None
 
     def epoch_for_offset(self, offset: int) -> int | None:
         """The epoch of the batch holding `offset`, if it is in the log."""
@@ -201,9 +201,20 @@ class ReplicatedLog(ABC):
             target = local.offset
         return self.truncate_to(max(self.start_offset, min(target, self.end_offset)))
 
+    def truncate_fully_and_start_at(self, offset: int, epoch_before: int | None = None) -> None:
+        """Empties the log and restarts it at `offset`, after loading a snapshot ending there
+        whose epoch, the epoch of the record at offset - 1, is `epoch_before`.
+
+        The epochs below `offset` stay known (see LeaderEpochCache.history_before): exactly
+        when this log held offset - 1 in that epoch, else as far as the snapshot tells.
+        """
+        history = self._epochs.history_before(offset, epoch_before, held=offset <= self.end_offset)
+        self._restart_at(offset)
+        self._epochs.reset(history)
+
     @abstractmethod
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Empties the log and restarts it at `offset` (after loading a snapshot ending there)."""
+    def _restart_at(self, offset: int) -> None:
+        """Deletes every batch and makes `offset` the (durable) start and end of the log."""
 
     def advance_start_offset(self, offset: int) -> None:
         """Moves the log start offset forward to a batch boundary (a snapshot's end) and
@@ -215,9 +226,7 @@ class ReplicatedLog(ABC):
         if offset < self.end_offset and self.read(offset, 1).first_offset != offset:
             raise ValueError(f"start offset {offset} is inside a batch; it must be a batch boundary")
         self._advance_start_offset(offset)
-        # The cache describes the batches in the log, and only those.
-        self._epochs.truncate_from_start(offset)
-        self._epochs.truncate_from_end(self.end_offset)
+        # The epochs below the new start stay in the cache: they answer OffsetForLeaderEpoch.
 
     @abstractmethod
     def _advance_start_offset(self, offset: int) -> None:

@@ -92,12 +92,11 @@ class MemoryLog(ReplicatedLog):
             del self._bases[i:], self._nexts[i:], self._positions[i:]
         self._flushed = min(self._flushed, self.end_offset)
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def _restart_at(self, offset: int) -> None:
         self._generation += 1
         self._data = bytearray()
         self._bases, self._nexts, self._positions = [], [], []
         self._start = self._empty_end = self._flushed = offset
-        self._epochs.clear()
 
     def _advance_start_offset(self, offset: int) -> None:
         self._start = offset

@@ -371,7 +371,7 @@ def validate_snapshots_and_log(store: SnapshotStore, replicated_log: ReplicatedL
                 f"{e}; it ends past the log end {replicated_log.end_offset}, so the log would be emptied for it: "
                 "refusing instead (move the damaged snapshot away to start from the log)"
             ) from None
-        replicated_log.truncate_fully_and_start_at(latest.end_offset)
+        replicated_log.truncate_fully_and_start_at(latest.end_offset, latest.epoch)
         for deleted in store.delete_before(latest.end_offset):
             log.info("%s: deleted snapshot %s, below the new log start offset", store.location, deleted)
     return latest

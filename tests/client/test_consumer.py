@@ -19,7 +19,7 @@ from kraft.client import (
     OffsetOutOfRangeError,
     TopicPartition,
 )
-from kraft.client.consumer import _diverged_at, _holds
+from kraft.client.positions import diverged_at, holds
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from tests.server.cluster_helpers import create_topics, wait_for
@@ -129,11 +129,11 @@ def test_the_rule_for_an_epoch_end_never_moves_a_consumer_forward():
     offset 150 in epoch 5, a leader whose largest epoch <= 5 is 3, ending at 200: offset 150
     is not what we read (this log has no epoch 5), and 151-199 were never read, so the
     divergence is reported at 151, never at 200."""
-    assert not _holds(151, 5, 200, 3)
-    assert _diverged_at(151, 200, 3) == OffsetAndEpoch(151, 3)
-    assert not _holds(151, 5, 100, 5) and _diverged_at(151, 100, 5) == OffsetAndEpoch(100, 5)
-    assert _holds(151, 5, 151, 5) and _holds(151, 5, 300, 5)
-    assert not _holds(151, 5, -1, -1) and _diverged_at(151, -1, -1) is None
+    assert not holds(151, 5, 200, 3)
+    assert diverged_at(151, 200, 3) == OffsetAndEpoch(151, 3)
+    assert not holds(151, 5, 100, 5) and diverged_at(151, 100, 5) == OffsetAndEpoch(100, 5)
+    assert holds(151, 5, 151, 5) and holds(151, 5, 300, 5)
+    assert not holds(151, 5, -1, -1) and diverged_at(151, -1, -1) is None
 
 
 def test_an_epoch_the_log_never_had_diverges_at_the_position_not_past_it(failed_over):

@@ -1,19 +1,20 @@
-"""Clients of a kraft cluster: a consumer with KIP-320 truncation detection."""
+"""Clients of a kraft cluster: a consumer with KIP-320 truncation detection.
 
-from kraft.client.consumer import (
-    Consumer,
-    ConsumerError,
-    ConsumerRecord,
-    LogTruncationError,
-    OffsetAndEpoch,
-    OffsetOutOfRangeError,
-    TopicPartition,
-)
+`consumer` holds the Consumer and its requests; `positions` where it is and the KIP-320 rule;
+`partition_state` each assigned partition's position and leader; `fetched` what a fetch hands
+out (records, batches, a snapshot downloaded whole); `errors` what it raises.
+"""
+
+from kraft.client.consumer import Consumer
+from kraft.client.errors import ConsumerError, LogTruncationError, OffsetOutOfRangeError
+from kraft.client.fetched import ConsumerRecord, FetchedBatches
+from kraft.client.positions import OffsetAndEpoch, TopicPartition
 
 __all__ = [
     "Consumer",
     "ConsumerError",
     "ConsumerRecord",
+    "FetchedBatches",
     "LogTruncationError",
     "OffsetAndEpoch",
     "OffsetOutOfRangeError",

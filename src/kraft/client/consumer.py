@@ -5,14 +5,8 @@ the record before it (of the last record consumed, or as given to seek). When th
 partition's leader changes (a newer epoch in Metadata, or FENCED_LEADER_EPOCH from a
 fetch), the position is first validated with OffsetForLeaderEpoch; every fetch carries the
 epoch too (LastFetchedEpoch), and the leader answers DivergingEpoch instead of records if
-its log no longer holds it. Both answers go through one rule (`_holds`, `_diverged_at`):
-
-* the log holds the position iff the leader's largest epoch <= ours is ours and ends at
-  or after the position (the test Kafka's leader applies to LastFetchedEpoch);
-* otherwise the first offset known to diverge is min(where that epoch ends, position),
-  with the leader's epoch there. The consumer never moves forward on such an answer: an
-  older epoch ending past the position still means the record before it is not the one
-  we read (Kafka's consumer, which looks at the end offset only, would read on there).
+its log no longer holds it. Both answers go through one rule (`kraft.client.positions`:
+`holds`, `diverged_at`), which never moves the consumer forward.
 
 Then, auto_offset_reset="none": poll() raises LogTruncationError naming each partition and
 that offset, position unchanged; "earliest" / "latest": the position moves back to it,
@@ -25,212 +19,46 @@ A position below the log start (retention removed the records after it) is
 OFFSET_OUT_OF_RANGE, handled by the reset policy as in Kafka, unless the consumer was made
 with `snapshot_fallback=True`: then it goes on as a replica does (KIP-630). The leader's
 answer names the snapshot the log starts at; the consumer downloads it with FetchSnapshot,
-chunk by chunk into an unlinked temporary file, and hands it out whole (never part of a
-state): its records come first, each with the snapshot's last contained offset (its end
-offset - 1) and epoch and marked with its id (`ConsumerRecord.snapshot`,
-`FetchedBatches.snapshot`), then the log from the snapshot's end. A snapshot deleted or a
+chunk by chunk into an unlinked temporary file (`kraft.client.fetched.SnapshotDownload`),
+and hands it out whole (never part of a state): its records come first, each with the
+snapshot's last contained offset (its end offset - 1) and epoch and marked with its id
+(`ConsumerRecord.snapshot`, `FetchedBatches.snapshot`), then the log from the snapshot's end. A snapshot deleted or a
 leader changed while it downloads starts the download again from the answer to a new fetch.
 """
 
 import asyncio
 import logging
-import mmap
-import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 
+from kraft.client.errors import ConsumerError, LogTruncationError, OffsetOutOfRangeError
+from kraft.client.fetched import ConsumerRecord, FetchedBatches, SnapshotDownload, snapshot_name
+from kraft.client.partition_state import NO_EPOCH, PartitionState, Reset
+from kraft.client.positions import OffsetAndEpoch, TopicPartition, diverged_at, holds
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.connection import KafkaConnection
-from kraft.records import Record, RecordBatch, RecordError, read_batches
-from kraft.records.control import ControlType, parse_control_key
+from kraft.records import Record, RecordError, read_batches
 
 log = logging.getLogger("kraft.client")
 
 METADATA_V, LIST_OFFSETS_V, FETCH_V, EPOCH_V, FETCH_SNAPSHOT_V = 12, 7, 12, 4, 0
 EARLIEST, LATEST = -2, -1
-NO_EPOCH = -1
 LEADERSHIP = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
               ErrorCode.leader_not_available}
 RETRIABLE = LEADERSHIP | {ErrorCode.offset_not_available, ErrorCode.unknown_topic_or_partition}
 SNAPSHOT_GONE = {ErrorCode.snapshot_not_found, ErrorCode.position_out_of_range}
 UNREACHABLE = (OSError, ConnectionError, asyncio.TimeoutError)
-
-Reset = Literal["earliest", "latest"]
-
-
-class ConsumerError(Exception):
-    pass
+_T = TypeVar("_T")
 
 
 class _NoAnswer(ConsumerError):
     """No leader answered before the deadline: poll() returns nothing and tries again next
     time; the other calls raise it."""
-
-
-@dataclass(frozen=True)
-class OffsetAndEpoch:
-    """A position to store externally: the next offset, and the epoch of the record before it."""
-
-    offset: int
-    leader_epoch: int | None
-
-
-class LogTruncationError(ConsumerError):
-    """The log lost records this consumer had read. `divergent_offsets[tp]` is the first
-    offset known to diverge, with the leader's epoch there (what to seek() to in order to
-    go on), or None if the leader could not say."""
-
-    def __init__(self, divergent_offsets: dict["TopicPartition", OffsetAndEpoch | None]) -> None:
-        detail = ", ".join(
-            f"{tp}: first diverging offset {at.offset} (leader epoch {at.leader_epoch})" if at is not None
-            else f"{tp}: the leader cannot say where its log diverges" for tp, at in divergent_offsets.items())
-        super().__init__(f"log truncation detected ({detail})")
-        self.divergent_offsets = divergent_offsets
-
-
-class OffsetOutOfRangeError(ConsumerError):
-    def __init__(self, partitions: dict["TopicPartition", int]) -> None:
-        super().__init__(f"offsets out of range: {', '.join(f'{tp} at {o}' for tp, o in partitions.items())}")
-        self.partitions = partitions
-
-
-@dataclass(frozen=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
-
-
-@dataclass(frozen=True)
-class ConsumerRecord:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...]
-    is_control: bool = False
-    snapshot: OffsetAndEpoch | None = None  # the snapshot's id (end offset, epoch) for its records
-
-
-@dataclass(frozen=True)
-class FetchedBatches:
-    """Whole record batches fetched for one partition, in offset order; records below
-    `start` (in the first batch) had been consumed before. `end` is the position after them.
-    With `snapshot` (its id: end offset and epoch), the batches are a whole snapshot's, with
-    the snapshot's own offsets (from 0); its records stand at offset end - 1."""
-
-    tp: TopicPartition
-    start: int
-    batches: list[RecordBatch]
-    end: OffsetAndEpoch
-    snapshot: OffsetAndEpoch | None = None
-
-
-class _SnapshotDownload:
-    """A snapshot being fetched: its id and the bytes so far, in an unlinked temporary file
-    (a metadata snapshot can be hundreds of MiB), mapped once complete."""
-
-    def __init__(self, snapshot_id: OffsetAndEpoch) -> None:
-        self.id = snapshot_id
-        self.file = tempfile.TemporaryFile(prefix="kraft-snapshot-")
-        self.size: int | None = None
-
-    @property
-    def position(self) -> int:
-        return self.file.tell()
-
-    def batches(self, tp: TopicPartition) -> list[RecordBatch]:
-        """The complete snapshot's batches, checked: CRCs, offsets from 0, a control batch
-        first (SnapshotHeader) and last (SnapshotFooter), every batch in the snapshot's epoch."""
-        self.file.flush()
-        data = mmap.mmap(self.file.fileno(), self.position, access=mmap.ACCESS_READ) if self.position else b""
-        self.close()
-        try:
-            batches = list(read_batches(data, expected_offset=0))
-            kinds = [_control_type(b) for b in (batches[0], batches[-1])] if batches else []
-        except (RecordError, ValueError) as e:
-            raise ConsumerError(f"{tp}: snapshot {_snapshot_name(self.id)} is corrupt: {e}") from None
-        if kinds != [ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER] or any(
-                b.header.partition_leader_epoch != self.id.leader_epoch for b in batches):
-            raise ConsumerError(f"{tp}: snapshot {_snapshot_name(self.id)} is not one whole snapshot of epoch "
-                                f"{self.id.leader_epoch} (SnapshotHeader first, SnapshotFooter last)")
-        return batches
-
-    def close(self) -> None:
-        self.file.close()
-
-
-def _control_type(batch: RecordBatch) -> ControlType | None:
-    if not batch.header.is_control:
-        return None
-    records = batch.records()
-    return ControlType(parse_control_key(records[0].key)) if records else None
-
-
-def _snapshot_name(snapshot_id: OffsetAndEpoch) -> str:
-    return f"(end offset {snapshot_id.offset}, epoch {snapshot_id.leader_epoch})"
-
-
-def _holds(position: int, epoch: int, end_offset: int, end_epoch: int) -> bool:
-    """Whether a leader whose largest epoch <= `epoch` is `end_epoch`, ending at
-    `end_offset` (its OffsetForLeaderEpoch answer), still holds everything read before
-    `position` in `epoch`: the same test its Fetch applies to LastFetchedEpoch."""
-    return 0 <= epoch <= end_epoch and end_offset >= position
-
-
-def _diverged_at(position: int, end_offset: int, end_epoch: int) -> OffsetAndEpoch | None:
-    """Where a log that does not hold `position` diverges from what was read: the end of
-    the leader's epoch, never past the position (an answer cannot move a consumer forward
-    over records it has not read); None if the leader cannot say."""
-    if end_offset < 0 or end_epoch < 0:
-        return None
-    return OffsetAndEpoch(min(end_offset, position), end_epoch)
-
-
-@dataclass
-class _Partition:
-    position: int | None = None  # the next offset poll() returns; None: to be reset by the policy
-    last_epoch: int | None = None  # epoch of the record before it (last consumed, or given to seek)
-    leader: int | None = None
-    leader_epoch: int = NO_EPOCH  # the partition leader's epoch as of our metadata
-    validated_epoch: int = NO_EPOCH  # the leader epoch our position was checked against
-    high_watermark: int = -1
-    reset: Reset | None = None
-    buffered: list[ConsumerRecord] = field(default_factory=list)  # fetched, not yet returned by poll()
-    buffered_end: OffsetAndEpoch | None = None  # the position once `buffered` is all returned
-    download: _SnapshotDownload | None = None  # the snapshot being fetched (snapshot_fallback)
-
-    def seek(self, offset: int, epoch: int | None, validated_epoch: int = NO_EPOCH) -> None:
-        self.position, self.last_epoch, self.reset, self.validated_epoch = offset, epoch, None, validated_epoch
-        self.buffered, self.buffered_end = [], None
-        self.drop_download()
-
-    def reset_to(self, policy: Reset | None) -> None:
-        """The position is unknown until ListOffsets finds it by `policy` (None: never)."""
-        self.position, self.reset = None, policy
-        self.buffered, self.buffered_end = [], None
-        self.drop_download()
-
-    def drop_download(self) -> None:
-        if self.download is not None:
-            self.download.close()
-            self.download = None
-
-    def advance(self, to: OffsetAndEpoch) -> None:
-        self.position, self.last_epoch = to.offset, to.leader_epoch
-
-    @property
-    def awaits_validation(self) -> bool:
-        return self.position is not None and self.last_epoch is not None and self.validated_epoch != self.leader_epoch
 
 
 @dataclass
@@ -280,7 +108,7 @@ class Consumer:
         self.snapshot_fallback = snapshot_fallback
         self._loop = asyncio.new_event_loop()
         self._connections: dict[tuple[str, int], KafkaConnection] = {}
-        self._partitions: dict[TopicPartition, _Partition] = {}
+        self._partitions: dict[TopicPartition, PartitionState] = {}
         self._cluster = _Cluster()
         self._closed = False
 
@@ -376,8 +204,8 @@ class Consumer:
         before it had `leader_epoch`. Asks OffsetForLeaderEpoch; no position changes."""
         self._partitions.setdefault(tp, self._new_partition())
         end_offset, end_epoch = self._run(self._end_of_epoch(tp, leader_epoch, self._api_deadline()))
-        if not _holds(offset, leader_epoch, end_offset, end_epoch):
-            raise LogTruncationError({tp: _diverged_at(offset, end_offset, end_epoch)})
+        if not holds(offset, leader_epoch, end_offset, end_epoch):
+            raise LogTruncationError({tp: diverged_at(offset, end_offset, end_epoch)})
 
     def epoch_at(self, tp: TopicPartition, offset: int) -> int | None:
         """The leader epoch of the record at `offset` (None if the log has none there),
@@ -404,22 +232,22 @@ class Consumer:
 
     # ---------------------------------------------------------------- plumbing
 
-    def _new_partition(self) -> _Partition:
-        return _Partition(reset=self._policy())
+    def _new_partition(self) -> PartitionState:
+        return PartitionState(reset=self._policy())
 
     def _policy(self) -> Reset | None:
-        return None if self.auto_offset_reset == "none" else self.auto_offset_reset  # type: ignore[return-value]
+        return None if self.auto_offset_reset == "none" else self.auto_offset_reset
 
     def _api_deadline(self) -> float:
         return time.monotonic() + self.api_timeout
 
-    def _state(self, tp: TopicPartition) -> _Partition:
+    def _state(self, tp: TopicPartition) -> PartitionState:
         try:
             return self._partitions[tp]
         except KeyError:
             raise ConsumerError(f"{tp} is not assigned") from None
 
-    def _run(self, coroutine: Any) -> Any:
+    def _run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
         if self._closed:
             coroutine.close()
             raise ConsumerError("the consumer is closed")
@@ -514,11 +342,7 @@ class Consumer:
         out = {}
         for tp in partitions:
             self._partitions.setdefault(tp, self._new_partition())
-            p = await self._ask_leader(tp, "ListOffsets", lambda current, tp=tp: build_request(2, LIST_OFFSETS_V, {
-                "replica_id": -1, "isolation_level": 0,
-                "topics": [{"name": tp.topic, "partitions": [{
-                    "partition_index": tp.partition, "current_leader_epoch": current, "timestamp": timestamp}]}],
-            }), deadline)
+            p = await self._ask_leader(tp, "ListOffsets", partial(_list_offsets_request, tp, timestamp), deadline)
             out[tp] = OffsetAndEpoch(p.offset, p.leader_epoch if p.leader_epoch >= 0 else None)
         return out
 
@@ -558,10 +382,10 @@ class Consumer:
                 continue
             assert state.position is not None and state.last_epoch is not None
             end_offset, end_epoch = await self._end_of_epoch(tp, state.last_epoch, deadline)
-            if _holds(state.position, state.last_epoch, end_offset, end_epoch):
+            if holds(state.position, state.last_epoch, end_offset, end_epoch):
                 state.validated_epoch = state.leader_epoch
             else:
-                truncated[tp] = _diverged_at(state.position, end_offset, end_epoch)
+                truncated[tp] = diverged_at(state.position, end_offset, end_epoch)
         if truncated:
             self._truncated(truncated)
 
@@ -646,7 +470,7 @@ class Consumer:
             await self._backoff(deadline)
         return out
 
-    async def _download(self, tp: TopicPartition, state: _Partition) -> FetchedBatches | None:
+    async def _download(self, tp: TopicPartition, state: PartitionState) -> FetchedBatches | None:
         """One FetchSnapshot round of `state.download` at its leader; the whole snapshot once
         its last chunk is in (`end` is the snapshot's end, where the position goes). A snapshot the
         leader no longer has, or a new leader, starts over from a fresh fetch's answer."""
@@ -668,12 +492,14 @@ class Consumer:
         p = response.topics[0].partitions[0] if response.topics and response.topics[0].partitions else None
         error = response.error_code if p is None or response.error_code != ErrorCode.none else p.error_code
         if error in LEADERSHIP or error in SNAPSHOT_GONE:
-            log.info("%s: snapshot %s download starts again (%s)", tp, _snapshot_name(sid), error.name)
+            log.info("%s: snapshot %s download starts again (%s)", tp, snapshot_name(sid), error.name)
             state.drop_download()
             state.leader = None
             return None
         if error != ErrorCode.none:
-            raise ConsumerError(f"FetchSnapshot {tp} {_snapshot_name(sid)}: {error.name}")
+            raise ConsumerError(f"FetchSnapshot {tp} {snapshot_name(sid)}: {error.name}")
+        if p is None:
+            raise ConsumerError(f"FetchSnapshot {tp}: the leader's answer names no partition")
         if p.position != download.position:
             raise ConsumerError(f"FetchSnapshot {tp}: asked for position {download.position}, got {p.position}")
         download.file.write(p.unaligned_records or b"")
@@ -711,10 +537,10 @@ class Consumer:
             return None
         if p.error_code == ErrorCode.offset_out_of_range:
             snapshot = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
-            if self.snapshot_fallback and snapshot.offset > state.position and snapshot.leader_epoch >= 0:
+            if self.snapshot_fallback and snapshot.offset > state.position and p.snapshot_id.epoch >= 0:
                 log.info("%s: offset %s is below the log start %d; reading snapshot %s, then the log from there",
-                         tp, state.position, snapshot.offset, _snapshot_name(snapshot))
-                state.download = _SnapshotDownload(snapshot)
+                         tp, state.position, snapshot.offset, snapshot_name(snapshot))
+                state.download = SnapshotDownload(snapshot)
                 return None
             if self.auto_offset_reset == "none":
                 raise OffsetOutOfRangeError({tp: state.position})
@@ -726,7 +552,7 @@ class Consumer:
             raise ConsumerError(f"Fetch {tp}: {p.error_code.name}")
         state.high_watermark = p.high_watermark
         if p.diverging_epoch.end_offset >= 0:  # the leader applied _holds to our LastFetchedEpoch
-            self._truncated({tp: _diverged_at(state.position, p.diverging_epoch.end_offset, p.diverging_epoch.epoch)})
+            self._truncated({tp: diverged_at(state.position, p.diverging_epoch.end_offset, p.diverging_epoch.epoch)})
             return None
         # This leader took our position and LastFetchedEpoch without DivergingEpoch: checked.
         state.validated_epoch = state.leader_epoch
@@ -785,3 +611,11 @@ class Consumer:
                                    h.partition_leader_epoch, r.timestamp, r.key, r.value, r.headers, h.is_control,
                                    snapshot) for r in records if r.offset >= fetched.start]
         return out
+
+
+def _list_offsets_request(tp: TopicPartition, timestamp: int, current_leader_epoch: int) -> Any:
+    return build_request(2, LIST_OFFSETS_V, {
+        "replica_id": -1, "isolation_level": 0,
+        "topics": [{"name": tp.topic, "partitions": [{
+            "partition_index": tp.partition, "current_leader_epoch": current_leader_epoch, "timestamp": timestamp}]}],
+    })

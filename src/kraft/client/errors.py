@@ -1,0 +1,26 @@
+"""What the consumer raises: one base class, and the two answers a caller acts on by position."""
+
+from kraft.client.positions import OffsetAndEpoch, TopicPartition
+
+
+class ConsumerError(Exception):
+    pass
+
+
+class LogTruncationError(ConsumerError):
+    """The log lost records this consumer had read. `divergent_offsets[tp]` is the first
+    offset known to diverge, with the leader's epoch there (what to seek() to in order to
+    go on), or None if the leader could not say."""
+
+    def __init__(self, divergent_offsets: dict[TopicPartition, OffsetAndEpoch | None]) -> None:
+        detail = ", ".join(
+            f"{tp}: first diverging offset {at.offset} (leader epoch {at.leader_epoch})" if at is not None
+            else f"{tp}: the leader cannot say where its log diverges" for tp, at in divergent_offsets.items())
+        super().__init__(f"log truncation detected ({detail})")
+        self.divergent_offsets = divergent_offsets
+
+
+class OffsetOutOfRangeError(ConsumerError):
+    def __init__(self, partitions: dict[TopicPartition, int]) -> None:
+        super().__init__(f"offsets out of range: {', '.join(f'{tp} at {o}' for tp, o in partitions.items())}")
+        self.partitions = partitions

@@ -27,7 +27,7 @@ from kraft.metadata import decode_record, uuid_str
 from kraft.metadata.errors import MetadataRecordError
 from kraft.metadata.kafka_form import camel_case, control_data, type_name
 from kraft.metadata.records import RECORD_TYPES, MetadataRecord
-from kraft.metadata.schema import BYTES, FLOAT64, UUID, ArrayOf, WireType
+from kraft.metadata.schema import BYTES, FLOAT64, UUID, ArrayOf, WireType, schema_of
 from kraft.records import (
     KRaftVersionRecord,
     LeaderChangeMessage,
@@ -154,7 +154,7 @@ def frame_header(value: bytes) -> FrameHeader | None:
     return FrameHeader(*numbers)
 
 
-_KNOWN_VERSIONS = {cls.__schema__.api_key: cls.__schema__.versions for cls in RECORD_TYPES}  # type: ignore[attr-defined]
+_KNOWN_VERSIONS = {schema_of(cls).api_key: schema_of(cls).versions for cls in RECORD_TYPES}
 
 
 def is_newer_than_known(header: FrameHeader) -> bool:

@@ -23,8 +23,10 @@ demo: $(CODEC)
 test: lint $(CODEC) $(NODE_CLIENTS)
 	$(PY) -m pytest -n 2 -q
 
+# ruff, then mypy over src/kraft as [tool.mypy] in pyproject.toml sets it up (docs/architecture.md, "Types").
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check src tests bench
+	$(PY) -m mypy
 
 bench: $(CODEC) $(BENCH_INSTALLED)
 	$(PY) bench/run_all.py

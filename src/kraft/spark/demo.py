@@ -5,6 +5,7 @@ from pyspark.sql import functions as F
 
 from kraft.metadata.records import RECORD_TYPES
 from kraft.records import ControlType
+from kraft.spark.history import api_key
 from kraft.spark.metadata_view import metadata_frames
 
 
@@ -18,7 +19,7 @@ def record_type() -> F.Column:
     """What a record of a metadata log is, in Spark SQL: a control record's type from its
     key (version int16, type int16); a metadata record's from the API key in its value's
     frame (the second byte: every API key kraft knows is below 128, a one-byte varint)."""
-    metadata = {cls.__schema__.api_key: cls.__name__ for cls in RECORD_TYPES}
+    metadata = {api_key(cls): cls.__name__ for cls in RECORD_TYPES}
     control = {t.value: t.name for t in ControlType}
     return F.when(F.col("isControl"), _lookup(control, "key", 3, 2)).otherwise(_lookup(metadata, "value", 2, 1))
 

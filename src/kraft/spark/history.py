@@ -65,6 +65,7 @@ from kraft.metadata.records import (
     ClearElrRecord,
     ConfigRecord,
     FenceBrokerRecord,
+    MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
@@ -73,6 +74,7 @@ from kraft.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+from kraft.metadata.schema import schema_of
 from kraft.metadata.serde import FRAME_VERSION
 from kraft.records import (
     Compression,
@@ -111,12 +113,20 @@ _DECODED = ("type", "version", "fields", "topic", "topicId", "partition", "leade
 _TYPES = {name: HISTORY_ARROW_SCHEMA.field(name).type for name in _DECODED}
 
 
+def api_key(cls: type) -> int:
+    """The API key of a metadata record type (its schema's: only struct types have none)."""
+    key = schema_of(cls).api_key
+    if key is None:
+        raise TypeError(f"{cls.__name__} is not a metadata record type")
+    return key
+
+
 # Groups: 0 control records, 1 UNKNOWN, then one per (record type, version) kraft reads.
 _CONTROL, _UNKNOWN = 0, 1
 _GROUPS: list[tuple[type, int]] = [
-    (cls, v) for cls in RECORD_TYPES for v in range(cls.__schema__.versions[0], cls.__schema__.versions[1] + 1)
+    (cls, v) for cls in RECORD_TYPES for v in range(schema_of(cls).versions[0], schema_of(cls).versions[1] + 1)
 ]
-_GROUP_OF = {(cls.__schema__.api_key, v): 2 + i for i, (cls, v) in enumerate(_GROUPS)}
+_GROUP_OF = {(api_key(cls), v): 2 + i for i, (cls, v) in enumerate(_GROUPS)}
 _TYPE_NAMES = {cls: type_name(cls) for cls in RECORD_TYPES}
 
 
@@ -166,7 +176,9 @@ def _typed(cls: type, typed: dict) -> dict[str, pa.Array]:
 
 def _control_rows(keys: list, values: list) -> dict[str, pa.Array]:
     """Control records, one at a time: a log has one per election or snapshot, not per change."""
-    types, versions, texts = [], [], []
+    types: list[str] = []
+    versions: list[int | None] = []
+    texts: list[str | None] = []
     for key, value in zip(keys, values):
         try:
             message = decode_control_record(SimpleRecord(key, value))
@@ -187,7 +199,7 @@ def _control_rows(keys: list, values: list) -> dict[str, pa.Array]:
 
 # ------------------------------------------------------------------------------ topic names
 
-_TOPIC_HEAD = bytes([FRAME_VERSION, TopicRecord.__schema__.api_key, 0])  # type: ignore[attr-defined]
+_TOPIC_HEAD = bytes([FRAME_VERSION, api_key(TopicRecord), 0])
 _is_topic_record = methodcaller("startswith", _TOPIC_HEAD)
 _value = attrgetter("value")
 
@@ -206,16 +218,18 @@ class TopicNames:
     def scan(self, batches: Iterable[RecordBatch]) -> None:
         """Adds the TopicRecords of `batches`. Only a batch whose bytes hold a TopicRecord's
         frame header (or that is compressed) is decoded, and of it only those records."""
-        found = []
+        found: list[TopicRecord] = []
         for batch in batches:
             h = batch.header
             if h.is_control or (h.compression == Compression.NONE and _TOPIC_HEAD not in bytes(batch.data)):
                 continue
             for value in filter(_is_topic_record, filter(None, map(_value, batch.records()))):
                 try:
-                    found.append(decode_record(value))
+                    record = decode_record(value)
                 except MetadataRecordError:
                     continue  # its row says UNKNOWN; it names no topic
+                if isinstance(record, TopicRecord):  # always, by its frame header
+                    found.append(record)
         self.ids += uuid_strings([r.topic_id for r in found]).to_pylist()
         self.names += [r.name for r in found]
 
@@ -258,7 +272,7 @@ class _Pieces:
         return out
 
 
-def _decoded_or_none(value: bytes) -> object:
+def _decoded_or_none(value: bytes) -> MetadataRecord | None:
     try:
         return decode_record(value)
     except MetadataRecordError:

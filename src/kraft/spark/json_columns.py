@@ -26,14 +26,15 @@ import functools
 import math
 from itertools import accumulate, chain
 from operator import attrgetter
+from typing import TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from kraft.metadata.kafka_form import camel_case
-from kraft.metadata.schema import BOOL, BYTES, FLOAT64, STRING, UUID, ArrayOf, WireType
+from kraft.metadata.schema import BOOL, BYTES, FLOAT64, STRING, UUID, ArrayOf, WireType, schema_of
 
-Typed = pa.Array | None  # a field's values as a typed column (None for arrays of structs)
+Typed: TypeAlias = pa.Array | None  # a field's values as a typed column (None for arrays of structs)
 
 _INT32_TYPES = ("int8", "int16", "int32", "uint16")
 _b64 = functools.partial(binascii.b2a_base64, newline=False)
@@ -148,7 +149,7 @@ def object_texts(cls: type, version: int, records: list) -> tuple[pa.Array, dict
     field's text carries a leading comma; the joined text loses its first character, so
     absent tagged fields (empty strings) leave no trace."""
     pieces, typed_columns = [], {}
-    for name, wf, default in cls.__schema__.fields:  # type: ignore[attr-defined]
+    for name, wf, default in schema_of(cls).fields:
         if wf.since > version:
             continue
         values = list(map(attrgetter(name), records))

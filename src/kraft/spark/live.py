@@ -82,7 +82,7 @@ are one state.
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -106,6 +106,7 @@ from kraft.client import (
     TopicPartition,
 )
 from kraft.client.consumer import FetchedBatches
+from kraft.records import RecordBatch
 from kraft.spark.history import TopicNames, decode_all
 from kraft.spark.live_options import (
     EARLIEST,
@@ -179,11 +180,12 @@ class _Planner:
             return self._by_time(positions, starting, latest)
         out = {}
         for tp in self.tps:
-            wanted = positions if isinstance(positions, int) else positions.get(tp.partition, OffsetAndEpoch(LATEST, None))
-            if wanted in (EARLIEST, LATEST) or wanted.offset in (EARLIEST, LATEST):
-                kind = wanted if isinstance(wanted, int) else wanted.offset
-                out[tp] = (self._history_start(earliest[tp]) if starting else earliest[tp]) if kind == EARLIEST \
-                    else latest[tp]
+            wanted = OffsetAndEpoch(positions, None) if isinstance(positions, int) else positions.get(
+                tp.partition, OffsetAndEpoch(LATEST, None))
+            if wanted.offset == EARLIEST:
+                out[tp] = self._history_start(earliest[tp]) if starting else earliest[tp]
+            elif wanted.offset == LATEST:
+                out[tp] = latest[tp]
             else:
                 out[tp] = self.checked(tp, wanted, earliest[tp], latest[tp])
         return out
@@ -233,10 +235,10 @@ class _Planner:
                      tp, at.offset, earliest.offset)
             return self._history_start(earliest)
         if not earliest.offset <= at.offset <= latest.offset:
-            where = min(max(at.offset, earliest.offset), latest.offset)
+            nearest = min(max(at.offset, earliest.offset), latest.offset)
             self.data_loss(f"{tp}: offset {at.offset} is outside the log [{earliest.offset}, {latest.offset}]",
-                           f"resuming from offset {where}")
-            return OffsetAndEpoch(where, None)
+                           f"resuming from offset {nearest}")
+            return OffsetAndEpoch(nearest, None)
         return at
 
     def data_loss(self, what: str, instead: str) -> None:
@@ -316,9 +318,9 @@ def read_range(task: OffsetRange) -> Iterator[pa.RecordBatch]:
         for f in _polled(consumer, tp, task.end):
             if f.snapshot is not None:  # the start was below the log start (snapshotFallback)
                 yield from to_arrow(f.batches, topic=task.topic, partition=task.partition,
-                                    snapshot=(f.snapshot.offset, f.snapshot.leader_epoch), headers=task.headers)
+                                    snapshot=_snapshot_id(f.snapshot), headers=task.headers)
                 continue
-            batches = []
+            batches: list[RecordBatch] = []
             for batch in f.batches:
                 h = batch.header
                 if h.base_offset >= task.end:
@@ -348,7 +350,7 @@ def read_task(partition: InputPartition) -> Iterator[pa.RecordBatch]:
     return rows if partition.names is None else decode_all(rows, partition.names)
 
 
-def _arrow(batches: list, task: OffsetRange) -> Iterator[pa.RecordBatch]:
+def _arrow(batches: list[RecordBatch], task: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the rows in [task.start, task.end): the first and last Kafka batch
     may reach outside the range; offsets ascend, so the rows to keep are one slice."""
     for arrow in to_arrow(batches, topic=task.topic, partition=task.partition, headers=task.headers):
@@ -357,6 +359,14 @@ def _arrow(batches: list, task: OffsetRange) -> Iterator[pa.RecordBatch]:
         keep = len(arrow) - skip - (pc.sum(pc.greater_equal(offsets, task.end)).as_py() or 0)
         if keep:
             yield arrow.slice(skip, keep)
+
+
+def _snapshot_id(snapshot: OffsetAndEpoch) -> tuple[int, int]:
+    """(end offset, epoch) of a snapshot the consumer fetched, as rows carry it. The
+    consumer's id type leaves the epoch optional; a snapshot's id always has one."""
+    if snapshot.leader_epoch is None:
+        raise ConsumerError(f"snapshot ending at offset {snapshot.offset} came without its epoch")
+    return snapshot.offset, snapshot.leader_epoch
 
 
 def _offset(at: OffsetAndEpoch | None) -> str:
@@ -375,7 +385,7 @@ class KraftBatchReader(DataSourceReader):
     def __init__(self, options: LiveOptions) -> None:
         self.options = options
 
-    def partitions(self) -> list[InputPartition]:
+    def partitions(self) -> Sequence[InputPartition]:
         planner = _Planner(self.options)
         try:
             start = planner.resolve(self.options.starting)
@@ -483,7 +493,7 @@ class KraftStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.planner.losses = []
         return report
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         """Both ends are checked: the log may have lost records since latestOffset()."""
         begin, planned = self._checked(start), _from_json(end)
         stop = self._checked(end)

@@ -115,7 +115,7 @@ def _kafka_settings(options: Options) -> tuple[tuple[str, Any], ...]:
     """kafka.* options as keyword arguments of kraft's consumer. Security settings are
     refused in one line (kraft's listeners are PLAINTEXT only), and so is any setting the
     consumer does not have: a read must not go on pretending to honour it."""
-    out = []
+    out: list[tuple[str, Any]] = []
     for key, value in sorted(options.with_prefix(KAFKA).items()):
         if key == "bootstrap.servers":
             continue

@@ -38,7 +38,7 @@ every table; the "kraft-metadata" source reads one table (`option("table", ...)`
 task, for SQL and for readers that want only one table.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain, repeat
 from operator import attrgetter
 
@@ -192,9 +192,9 @@ def _named(names: tuple[str, ...], ids: tuple[int, ...] | list[int]) -> list[str
     return [names[i] if 0 <= i < len(names) else str(i) for i in ids]
 
 
-def _sorted_values(table: object) -> list:
+def _sorted_values(table: Mapping) -> list:
     """The values of an immutables.Map, ordered by key."""
-    return [table[k] for k in sorted(table.keys())]  # type: ignore[attr-defined]
+    return [table[k] for k in sorted(table.keys())]
 
 
 def _columns(rows: list, width: int) -> list:
@@ -283,7 +283,7 @@ def _scram_credentials(image: MetadataImage) -> Columns:
     return [users, _named(_SCRAM_MECHANISMS, mechanisms), [image.scram_credentials[k].iterations for k in keys]]
 
 
-def _millis(values: tuple) -> pa.Array:
+def _millis(values: Sequence[int]) -> pa.Array:
     """Kafka's epoch milliseconds as a timestamp column (microseconds, UTC)."""
     return pc.multiply(pa.array(values, pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC"))
 

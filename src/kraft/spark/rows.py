@@ -103,7 +103,7 @@ def arrow_type(data_type: DataType) -> pa.DataType:
 
 def struct_of(*fields: tuple[str, DataType] | tuple[str, DataType, bool]) -> StructType:
     """A struct of (name, type[, nullable]) fields, not nullable unless said."""
-    return StructType([StructField(f[0], f[1], f[2] if len(f) == 3 else False) for f in fields])  # type: ignore[misc]
+    return StructType([StructField(f[0], f[1], f[2] if len(f) == 3 else False) for f in fields])
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

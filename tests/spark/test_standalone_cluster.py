@@ -17,9 +17,9 @@ import pytest
 from kraft.cli.cluster_client import leader
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer, ConsumerRecord, TopicPartition
+from kraft.spark.standalone import standalone_cluster, stop_group
 from tests.server.cluster_helpers import create_topics, wait_for
 from tests.spark.kafka_logs import check_history
-from tests.spark.standalone import standalone_cluster, stop_group
 
 TP = TopicPartition("__cluster_metadata", 0)
 JOB = Path(__file__).with_name("cluster_job.py")

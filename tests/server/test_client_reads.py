@@ -47,7 +47,8 @@ class Quorum(NamedTuple):
 
 @pytest.fixture(scope="module")
 def quorum(tmp_path_factory) -> Any:
-    c = LocalCluster(tmp_path_factory.mktemp("reads") / "cluster", voters=3, observers=1)
+    # QUIET: no idle NoOps, so the high watermark moves only when a test writes
+    c = LocalCluster(tmp_path_factory.mktemp("reads") / "cluster", voters=3, observers=1, overrides=QUIET)
     c.start()
     try:
         first, first_epoch = leader(c)

@@ -30,6 +30,7 @@ Produce v3+, without which librdkafka does not fetch message format v2) and Dele
 
 import asyncio
 import uuid
+from collections.abc import Container
 from datetime import timedelta
 from typing import Any
 
@@ -126,7 +127,7 @@ class ClientReads:
         return self._locate(partition, name, topic_id) or fence(
             current_leader_epoch, self.node.epoch, self.node.is_leader, unchecked_allowed=True)
 
-    def _leader_and_epoch(self) -> dict[str, int]:
+    def _leader_and_epoch(self, listed: Container[int] | None = None) -> dict[str, int]:
         """The leader and its epoch, or both unknown (-1) while no leader is known or the
         leader is not among the brokers a client can reach (a restarted node learns their
         endpoints only as it replays the log). A leader given without an endpoint, or an
@@ -134,7 +135,7 @@ class ClientReads:
         the leader's arrival look like no change, and librdkafka validates its position
         with OffsetForLeaderEpoch only on an epoch change."""
         leader = self.node.leader_id
-        if leader is None or leader not in self.brokers():
+        if leader is None or leader not in (self.brokers() if listed is None else listed):
             return {"leader_id": NO_LEADER, "leader_epoch": NO_EPOCH}
         return {"leader_id": leader, "leader_epoch": self.node.epoch}
 
@@ -165,9 +166,9 @@ class ClientReads:
             found[me] = {"node_id": me, "host": host, "port": port, "rack": None}
         return dict(sorted(found.items()))
 
-    def _log_topic(self) -> dict[str, Any]:
+    def _log_topic(self, listed: Container[int]) -> dict[str, Any]:
         voters = sorted(self.node.config.voters)
-        leader = self._leader_and_epoch()
+        leader = self._leader_and_epoch(listed)
         partition = {
             "error_code": ErrorCode.none if leader["leader_id"] != NO_LEADER else ErrorCode.leader_not_available,
             "partition_index": METADATA_PARTITION,
@@ -179,15 +180,27 @@ class ClientReads:
         return {"error_code": ErrorCode.none, "name": METADATA_TOPIC, "topic_id": METADATA_TOPIC_ID,
                 "is_internal": True, "partitions": [partition]}
 
-    def _image_topic(self, topic: TopicImage, listener: str) -> dict[str, Any]:
+    def _image_topic(self, topic: TopicImage, listener: str, listed: Container[int]) -> dict[str, Any]:
+        """A topic of the image. A leader the answer's broker list lacks is given as none
+        (LEADER_NOT_AVAILABLE; LISTENER_NOT_FOUND for a live broker without this listener,
+        as Kafka), since a client cannot reach a broker it was not told of: kafka-python
+        fails with UnknownBrokerIdError for as long as it keeps that answer."""
         def offline(broker: BrokerRegistration | None) -> bool:
             return broker is None or broker.fenced or all(e.name != listener for e in broker.endpoints)
 
+        def leader_error(leader: int) -> ErrorCode:
+            if leader in listed:
+                return ErrorCode.none
+            broker = self.image.broker(leader)
+            if broker is not None and not broker.fenced:  # alive, but without this listener
+                return ErrorCode.listener_not_found
+            return ErrorCode.leader_not_available
+
         partitions = [
             {
-                "error_code": ErrorCode.none if p.leader != NO_LEADER else ErrorCode.leader_not_available,
+                "error_code": leader_error(p.leader),
                 "partition_index": index,
-                "leader_id": p.leader,
+                "leader_id": p.leader if p.leader in listed else NO_LEADER,
                 "leader_epoch": p.leader_epoch,
                 "replica_nodes": p.replicas,
                 "isr_nodes": p.isr,
@@ -198,14 +211,15 @@ class ClientReads:
         return {"error_code": ErrorCode.none, "name": topic.name, "topic_id": uuid.UUID(bytes=topic.id),
                 "is_internal": False, "partitions": partitions}
 
-    def _requested_topic(self, name: str | None, topic_id: uuid.UUID | None, listener: str) -> dict[str, Any]:
+    def _requested_topic(self, name: str | None, topic_id: uuid.UUID | None, listener: str,
+                         listed: Container[int]) -> dict[str, Any]:
         if self._is_log(name, topic_id):
-            return self._log_topic()
+            return self._log_topic(listed)
         topic = self._image_topic_of(name, topic_id)
         if topic is None:
             return {"error_code": self._unknown(name, topic_id), "name": name, "topic_id": topic_id or ZERO_UUID,
                     "partitions": []}
-        return self._image_topic(topic, listener)
+        return self._image_topic(topic, listener, listed)
 
     async def metadata(self, header: Any, request: Any) -> Any:
         """Brokers, a controller and topics; topics are looked up by name, or by id (v12+)
@@ -219,10 +233,11 @@ class ClientReads:
         version = header.request_api_version
         listener = self.node.config.client_listener
         assert listener is not None
+        brokers = self.brokers()  # every leader and the controller named come from this one list
         if request.topics is None or (version == 0 and not request.topics):
             image_topics = self.image.topics_by_name
-            topics = [self._log_topic()] + [self._image_topic(image_topics[n], listener.name)
-                                            for n in sorted(image_topics.keys())]
+            topics = [self._log_topic(brokers)] + [self._image_topic(image_topics[n], listener.name, brokers)
+                                                   for n in sorted(image_topics.keys())]
         else:
             if version < 12 and any(t.name is None for t in request.topics):
                 # Kafka's KafkaApis refuses it alike: ids replace names only from v12, and a
@@ -230,9 +245,8 @@ class ClientReads:
                 raise InvalidRequestError(
                     f"Metadata v{version}: a topic name may be null only from v12"
                 )
-            topics = [self._requested_topic(t.name, getattr(t, "topic_id", None), listener.name)
+            topics = [self._requested_topic(t.name, getattr(t, "topic_id", None), listener.name, brokers)
                       for t in request.topics]
-        brokers = self.brokers()
         me = self.node.node_id
         return build_response(METADATA, version, {
             "throttle_time": timedelta(0),

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from kafka.admin import KafkaAdminClient
 
 from kraft.cli.cluster_client import leader, request, run_async, scrape
 from kraft.cli.local_cluster import LocalCluster
@@ -340,3 +341,30 @@ def test_describe_configs_of_another_broker_is_refused_as_kafka_does(admins):
     assert bad.error_code == ErrorCode.invalid_request and "must be an integer" in bad.error_message
     assert [(c.name, c.value, c.config_source, c.synonyms, c.documentation) for c in own.configs] == [
         ("num.io.threads", "8", DEFAULT, (), None)]
+
+
+def test_describe_quorum_in_every_version_kafka_defines(admins):
+    """v0 without fetch times, v1, v2 (KIP-853) with directory ids and the voters'
+    controller endpoints; kafka-python's describe_metadata_quorum asks v2 and reads its
+    error message, so it failed while kraft served v1 only."""
+    cluster = admins.cluster
+    body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    for version in (0, 1, 2):
+        answer = ask(cluster, admins.observer, 55, version, body)  # forwarded to the leader, as Kafka's brokers do
+        (p,) = answer.topics[0].partitions
+        assert (p.error_code, p.leader_id) == (ErrorCode.none, admins.leader)
+        assert sorted(v.replica_id for v in p.current_voters) == [1, 2, 3]
+        assert [o.replica_id for o in p.observers] == [4]
+        if version >= 1:
+            assert all(v.last_fetch_timestamp > 0 for v in p.current_voters if v.replica_id != admins.leader)
+        if version >= 2:
+            assert {n.node_id: (n.listeners[0].host, n.listeners[0].port) for n in answer.nodes} == {
+                n: ("127.0.0.1", cluster.nodes[n].controller_port) for n in (1, 2, 3)}
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers())
+    try:
+        quorum = admin.describe_metadata_quorum()
+    finally:
+        admin.close()
+    (p,) = quorum["topics"][0]["partitions"]
+    assert p["leader_id"] == admins.leader and sorted(v["replica_id"] for v in p["current_voters"]) == [1, 2, 3]
+    assert sorted(n["node_id"] for n in quorum["nodes"]) == [1, 2, 3]

@@ -3,7 +3,6 @@ leader it names are brokers of that same answer (or none, -1), also while a rest
 cluster's brokers register again fenced. kafka-python's admin client built on an answer
 naming an unlisted node fails every call with UnknownBrokerIdError for its whole life."""
 
-import asyncio
 import threading
 from typing import Any
 
@@ -48,7 +47,7 @@ def test_metadata_names_only_brokers_it_lists_while_a_cluster_restarts(tmp_path)
             for node in cluster.nodes.values():
                 try:
                     answers.append(ask(node.client_port, METADATA, 12, ALL_TOPICS))
-                except (OSError, EOFError, asyncio.TimeoutError):
+                except (TimeoutError, OSError, EOFError):
                     pass  # not listening yet
 
     asker = threading.Thread(target=ask_every_node, daemon=True)

@@ -11,9 +11,11 @@ NodeContext (context.py).
 """
 
 import dataclasses
+import uuid
 from typing import Any
 
 from kraft.protocol import KafkaServer
+from kraft.protocol.build import build_request, build_response
 from kraft.server.admin import AdminApi
 from kraft.server.broker import BrokerLifecycle
 from kraft.server.client_reads import ClientReads
@@ -21,6 +23,10 @@ from kraft.server.context import NodeContext
 from kraft.server.describe_cluster import DescribeCluster
 from kraft.server.describe_configs import DescribeConfigs
 from kraft.server.forwarding import Forwarding
+
+DESCRIBE_QUORUM = 55
+CORE_DESCRIBE_QUORUM = 1  # the version the Raft core answers; others are converted here
+ZERO_UUID = uuid.UUID(int=0)
 
 
 class ClientApi:
@@ -34,7 +40,7 @@ class ClientApi:
         self.broker = BrokerLifecycle(node) if node.config.is_broker else None
 
     def register(self, server: KafkaServer) -> None:
-        server.register(55, 1, 1, self.describe_quorum)
+        server.register(DESCRIBE_QUORUM, 0, 2, self.describe_quorum)
         server.register(59, 0, 0, self.fetch_snapshot)
         self.forwarding.register(server)
         self.reads.register(server)
@@ -45,6 +51,7 @@ class ClientApi:
         """APIs other nodes send to the controller listener: registration, heartbeats and
         forwarded admin writes (Envelope); the admin writes themselves and DescribeCluster
         (KIP-919)."""
+        server.register(DESCRIBE_QUORUM, 0, 2, self.describe_quorum_here)
         self.admin.register_broker_apis(server)
         self.admin.register(server)
         self.forwarding.register_controller(server)
@@ -62,7 +69,46 @@ class ClientApi:
             await self.broker.stop()
 
     async def describe_quorum(self, header: Any, request: Any) -> Any:
-        return await self.node.handle_raft_request(header, request)
+        """On the client listener, a node that does not lead asks the leader, as Kafka's
+        brokers forward DescribeQuorum to the controller: clients (kafka-python's
+        describe_metadata_quorum) send it to any broker."""
+        return await self._describe_quorum(header, request, forward=True)
+
+    async def describe_quorum_here(self, header: Any, request: Any) -> Any:
+        """On the controller listener: this node's own answer, never forwarded again."""
+        return await self._describe_quorum(header, request, forward=False)
+
+    async def _describe_quorum(self, header: Any, request: Any, forward: bool) -> Any:
+        """The core's answer (it speaks v1) in the version asked: v0 has no fetch times;
+        v2 (KIP-853) adds each replica's directory id (the zero id: a static quorum has
+        none) and the voters' endpoints, which kafka-python's describe_metadata_quorum
+        reads along with v2's error messages."""
+        version = header.request_api_version
+        if version != CORE_DESCRIBE_QUORUM:
+            request = build_request(DESCRIBE_QUORUM, CORE_DESCRIBE_QUORUM, dataclasses.asdict(request))
+        answer = None
+        if forward and not self.node.is_leader and self.node.leader_id is not None:
+            try:
+                answer = await self.forwarding.ask_leader(
+                    request, self.node.config["controller.quorum.request.timeout.ms"] / 1000)
+            except (ConnectionError, TimeoutError, OSError):
+                answer = None  # this node's own answer names the leader it knows
+        if answer is None:
+            answer = await self.node.handle_raft_request(header, request)
+        if version == CORE_DESCRIBE_QUORUM:
+            return answer
+        data = dataclasses.asdict(answer) | {"error_message": None}
+        for topic in data["topics"]:
+            for p in topic["partitions"]:
+                p["error_message"] = None
+                for replica in p["current_voters"] + p["observers"]:
+                    replica["replica_directory_id"] = ZERO_UUID
+        c = self.node.config
+        listener = c.controller_listener
+        data["nodes"] = [{"node_id": n, "listeners": [{"name": listener.name if listener else "CONTROLLER",
+                                                         "host": ep.host, "port": ep.port}]}
+                         for n, ep in sorted(c.voters.items())]
+        return build_response(DESCRIBE_QUORUM, version, data)
 
     async def fetch_snapshot(self, header: Any, request: Any) -> Any:
         """The core's answer, fenced by the leader epoch as on the controller listener; on this

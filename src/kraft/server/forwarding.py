@@ -224,6 +224,15 @@ class Forwarding:
                 self._controller = leader
             return self._connection
 
+    async def ask_leader(self, request: Any, timeout_s: float) -> Any:
+        """`request` sent as it is to the Raft leader's controller listener (DescribeQuorum,
+        which Kafka's brokers forward too); ConnectionError or TimeoutError if it cannot be."""
+        leader = self.node.leader_id
+        if leader is None or leader == self.node.node_id:
+            raise ConnectionError("no other node is known to lead")
+        connection = await self._connection_to(leader)
+        return await connection.request(request, timeout_s)
+
     # ---------------------------------------------------------------- the controller
 
     async def envelope(self, header: Any, request: Any) -> Any:

@@ -69,7 +69,6 @@ RAFT_APIS = {
     "EndQuorumEpoch": (54, 0),
     "Fetch": (1, 13),
     "FetchSnapshot": (59, 0),
-    "DescribeQuorum": (55, 1),
 }
 
 

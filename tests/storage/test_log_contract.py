@@ -137,9 +137,10 @@ def test_epochs_below_the_log_start_stay_known(logs):
     assert (log.end_offset_for_epoch(1), log.end_offset_for_epoch(2)) == (OffsetAndEpoch(5, 1), OffsetAndEpoch(10, 2))
     log.advance_start_offset(15)
     assert log.latest_epoch is None, "no batch left in the log"
-    for log in (log, logs.reopen(log)):
-        assert [log.end_offset_for_epoch(e) for e in (1, 2, 3, 4)] == [
-            OffsetAndEpoch(5, 1), OffsetAndEpoch(10, 2), OffsetAndEpoch(15, 3), OffsetAndEpoch(15, 3)]
+    expected = [OffsetAndEpoch(5, 1), OffsetAndEpoch(10, 2), OffsetAndEpoch(15, 3), OffsetAndEpoch(15, 3)]
+    assert [log.end_offset_for_epoch(e) for e in (1, 2, 3, 4)] == expected
+    log = logs.reopen(log)
+    assert [log.end_offset_for_epoch(e) for e in (1, 2, 3, 4)] == expected, "the same after a restart"
 
 
 def test_a_restart_from_a_snapshot_this_log_agrees_with_keeps_its_history(logs):
@@ -150,9 +151,10 @@ def test_a_restart_from_a_snapshot_this_log_agrees_with_keeps_its_history(logs):
     assert log.epoch_entries() == [(1, 0), (2, 5)]
     log.append_as_leader(batch(5), epoch=7)
     log.flush()
-    for log in (log, logs.reopen(log)):
-        assert [log.end_offset_for_epoch(e) for e in (1, 2, 4, 7)] == [
-            OffsetAndEpoch(5, 1), OffsetAndEpoch(8, 2), OffsetAndEpoch(8, 2), OffsetAndEpoch(13, 7)]
+    expected = [OffsetAndEpoch(5, 1), OffsetAndEpoch(8, 2), OffsetAndEpoch(8, 2), OffsetAndEpoch(13, 7)]
+    assert [log.end_offset_for_epoch(e) for e in (1, 2, 4, 7)] == expected
+    log = logs.reopen(log)
+    assert [log.end_offset_for_epoch(e) for e in (1, 2, 4, 7)] == expected, "the same after a restart"
 
 
 def test_a_restart_from_a_snapshot_this_log_disagrees_with_knows_only_the_snapshots_epoch(logs):
@@ -164,7 +166,8 @@ def test_a_restart_from_a_snapshot_this_log_disagrees_with_knows_only_the_snapsh
     assert (log.end_offset_for_epoch(1), log.end_offset_for_epoch(2)) == (OffsetAndEpoch(-1, -1), OffsetAndEpoch(8, 2))
     log.truncate_fully_and_start_at(50, epoch_before=6)  # past the end: nothing of ours to agree with
     log.flush()
-    for log in (log, logs.reopen(log)):
+    for restarted in (False, True):
+        log = logs.reopen(log) if restarted else log
         assert log.epoch_entries() == [(6, 49)]
         assert (log.end_offset_for_epoch(5), log.end_offset_for_epoch(6)) == (OffsetAndEpoch(-1, -1), OffsetAndEpoch(50, 6))
 

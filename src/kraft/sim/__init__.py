@@ -1,5 +1,14 @@
-"""The deterministic simulator: virtual time, a faulty network, killable nodes, one seed."""
+"""The deterministic simulator: virtual time, a faulty network and disk, killable nodes,
+named invariants, one seed."""
 
-from kraft.sim.simulation import MIXES, SimParams, Simulation, SimulationFailure, replay_command
+from kraft.sim.simulation import (
+    INVARIANTS,
+    MIXES,
+    WORKLOADS,
+    SimParams,
+    Simulation,
+    SimulationFailure,
+    replay_command,
+)
 
-__all__ = ["MIXES", "SimParams", "Simulation", "SimulationFailure", "replay_command"]
+__all__ = ["INVARIANTS", "MIXES", "WORKLOADS", "SimParams", "Simulation", "SimulationFailure", "replay_command"]

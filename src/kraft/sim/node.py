@@ -4,30 +4,94 @@ simulator's clock and network.
 It does what the real server does, in virtual time: hands the core every request and
 response, sends what the core's outbox holds, ticks it at its next deadline, flushes the
 log when asked (with a disk that takes time), and lets its state machine snapshot when the
-policy says so. What it replicates is the workload's (see workloads.py). A kill drops the core and everything not yet durable; a restart builds a
-new core on what survived; losing the disk starts from nothing.
+policy says so. What it replicates is the workload's (see workloads.py).
+
+A kill drops the core and what was not durable: by default every unflushed batch, or, as
+a storage fault says, all but a prefix of them, with the next one torn; bit rot may then
+flip a byte of what was flushed. A restart first recovers the log as opening a FileLog
+does: a torn tail is cut, and damaged flushed data makes the node refuse to start (it
+stays down; `refused` says why). Losing the disk starts from nothing.
 """
 
 from collections.abc import Callable
 from random import Random
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from kraft.raft import InvariantViolation, RaftConfig, RaftCore, Reply, Send
-from kraft.storage import MemoryLog, MemoryQuorumStateStore, MemorySnapshotStore
+from kraft.raft import CommittedBatch, InvariantViolation, LeaderAndEpoch, RaftConfig, RaftCore, Reply, Send
+from kraft.sim.history import History, Violation
+from kraft.sim.network import Clock
+from kraft.storage import (
+    CorruptLogError,
+    MemoryLog,
+    MemoryQuorumStateStore,
+    MemorySnapshotStore,
+    SnapshotReader,
+)
 
-if TYPE_CHECKING:
-    from kraft.sim.simulation import Simulation
-    from kraft.sim.workloads import Machine, Workload
+
+class Machine(Protocol):
+    """A node's state machine: the core's listener, rebuilt at every start."""
+
+    core: RaftCore | None
+
+    @property
+    def applied(self) -> int:
+        """Every offset below this is in the machine's state."""
+
+    def handle_commit(self, batch: CommittedBatch) -> None: ...
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None: ...
+    def handle_load_snapshot(self, reader: SnapshotReader) -> None: ...
+
+
+class NodeWorkload(Protocol):
+    """What a node needs of the workload: its state machine, and what that does on its own."""
+
+    def machine(self, node: "SimNode") -> Machine: ...
+
+    def after_step(self, node: "SimNode", core: RaftCore, now: int) -> None:
+        """What the state machine does on its own after a core step (snapshots, NoOps)."""
+
+
+class Transport(Protocol):
+    """Where a node's outbox goes (the cluster, through the faulty network)."""
+
+    def deliver_request(self, sender: "SimNode", send: Send) -> None: ...
+    def deliver_reply(self, replier: "SimNode", reply: Reply) -> None: ...
+
+
+CoreFactory = Callable[..., RaftCore]
+"""Builds a node's core: RaftCore itself, or (in tests) a deliberately broken one. Called
+as RaftCore is: (config, log, store, rng, now, listener, snapshots)."""
+
 
 class SimNode:
-    def __init__(self, sim: "Simulation", config: RaftConfig, workload: "Workload", start: bool = True) -> None:
-        self.sim = sim
+    def __init__(
+        self,
+        config: RaftConfig,
+        *,
+        seed: int,
+        clock: Clock,
+        rng: Random,
+        transport: Transport,
+        workload: NodeWorkload,
+        history: History,
+        core_factory: CoreFactory = RaftCore,
+        start: bool = True,
+    ) -> None:
         self.config = config
         self.node_id = config.node_id
+        self.seed = seed
+        self.clock = clock
+        self.rng = rng  # the run's: flush delays
+        self.transport = transport
         self.workload = workload
+        self.history = history
+        self.core_factory = core_factory
         self.core: RaftCore | None = None
         self.incarnation = 0
         self.disks = 0
+        self.refused: str | None = None  # why the last start was refused (damaged flushed data)
+        self.damaged_at: int | None = None  # the batch bit rot hit on this disk, if any
         self._tick_version = 0
         self._flushing = False
         self._new_disk()
@@ -40,32 +104,51 @@ class SimNode:
         self.store = MemoryQuorumStateStore()
         self.snapshots = MemorySnapshotStore()
         self.machine: Machine = self.workload.machine(self)
+        self.refused = self.damaged_at = None
 
     @property
     def alive(self) -> bool:
         return self.core is not None
 
     def start(self) -> None:
-        if self.alive:
-            return  # a restart scheduled by a crash fault, after healing already restarted it
+        """Recovers the log as opening a FileLog does, then builds a core on what survived;
+        a log whose flushed data is damaged is refused, and the node stays down."""
+        if self.alive or self.refused:
+            return  # already up (healing restarted it before a crash's own restart), or refused for good
+        try:
+            cut = self.log.recover()
+        except CorruptLogError as e:
+            self.refused = str(e)
+            self.history.stats.refused_starts += 1
+            return
+        self.history.stats.torn_tails_cut += cut > 0
         self.incarnation += 1
         self.machine = self.workload.machine(self)
-        rng = Random(f"{self.sim.seed}/{self.node_id}/{self.incarnation}")
-        self.core = RaftCore(self.config, self.log, self.store, rng, self.sim.clock.now, self.machine, self.snapshots)
+        rng = Random(f"{self.seed}/{self.node_id}/{self.incarnation}")
+        self.core = self.core_factory(
+            self.config, self.log, self.store, rng, self.clock.now, self.machine, self.snapshots
+        )
         self.machine.core = self.core  # the metadata machine submits through it
         self.after_step()
 
-    def kill(self) -> None:
-        """kill -9 and a power cut: the core is gone, so is everything not yet durable."""
+    def kill(self, kept_batches: int = 0, torn_bytes: int = 0) -> None:
+        """kill -9 and a power cut: the core is gone, so is what was not yet durable (all
+        of the unflushed batches but the first `kept_batches`, and `torn_bytes` of the next)."""
         self.core = None
         self._flushing = False
         self._tick_version += 1
-        self.log.simulate_crash()
+        self.log.simulate_crash(kept_batches, torn_bytes)
         self.snapshots.simulate_crash()
+
+    def rot(self, index: int, mask: int) -> None:
+        """Flips a byte of flushed data on a stopped node's disk (see MemoryLog.flip_flushed_byte)."""
+        assert not self.alive, "bit rot is applied to a stopped node's disk"
+        self.damaged_at = self.log.flip_flushed_byte(index, mask)
 
     def lose_disk(self) -> None:
         """The node comes back with nothing: it must catch up, by snapshot."""
-        self.kill()
+        if self.alive:
+            self.kill()
         self._new_disk()
 
     # ---------------------------------------------------------------- stepping
@@ -74,9 +157,9 @@ class SimNode:
         if self.core is None:
             return
         try:
-            action(self.core, self.sim.clock.now)
+            action(self.core, self.clock.now)
         except InvariantViolation as e:
-            self.sim.fail(f"node {self.node_id} stopped: {e}")
+            raise Violation("core", f"node {self.node_id} stopped: {e}") from None
         self.after_step()
 
     def after_step(self) -> None:
@@ -84,20 +167,20 @@ class SimNode:
         core = self.core
         if core is None:
             return
-        self.workload.after_step(self, core, self.sim.clock.now)
+        self.workload.after_step(self, core, self.clock.now)
         for message in core.poll_outbox():
             if isinstance(message, Send):
-                self.sim.deliver_request(self, message)
+                self.transport.deliver_request(self, message)
             else:
-                self.sim.deliver_reply(self, message)
+                self.transport.deliver_reply(self, message)
         if core.wants_flush and not self._flushing:
             self._flushing = True
             token = self.log.begin_flush()
             incarnation = self.incarnation
-            self.sim.clock.at(self.sim.clock.now + self.sim.rng.randint(0, 4), lambda: self._flushed(token, incarnation))
+            self.clock.at(self.clock.now + self.rng.randint(0, 4), lambda: self._flushed(token, incarnation))
         self._tick_version += 1
         version = self._tick_version
-        self.sim.clock.at(core.next_deadline(), lambda: self._tick(version))
+        self.clock.at(core.next_deadline(), lambda: self._tick(version))
 
     def _flushed(self, token: tuple[int, int], incarnation: int) -> None:
         if incarnation != self.incarnation or self.core is None:

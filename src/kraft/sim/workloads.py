@@ -1,4 +1,4 @@
-"""What the simulated cluster replicates, and how the simulation checks it.
+"""What the simulated cluster replicates, and how its state is checked at the end.
 
 * `counter`: a count of committed records and a hash chain over their values; the client
   appends a numbered record every few milliseconds; each node's state must equal the one
@@ -9,59 +9,61 @@
   record from offset 0 (so snapshot plus replay equals full replay).
 
 Both snapshot through SnapshotPolicy, with small thresholds, so catching up by snapshot
-happens in every run.
+happens in every run. The machines report what they see to the run's History; what they
+alone can tell is wrong (a snapshot holding another offset's state, a refused operation
+that appended records) goes there too, for the state-matches-commits invariant.
 """
 
 import hashlib
 import struct
 from dataclasses import dataclass, field
 from random import Random
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from kraft.controller import NotControllerError, QuorumController
 from kraft.metadata import ControllerError, MetadataImage, apply_records, decode_record
 from kraft.metadata import controller as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.image import ConfigResource, ConfigResourceType
-from kraft.raft import CommittedBatch, LeaderAndEpoch, RaftCore, Role
+from kraft.raft import CommittedBatch, LeaderAndEpoch, RaftCore
 from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.records import SimpleRecord
+from kraft.sim.cluster import Cluster
+from kraft.sim.history import History
+from kraft.sim.node import NodeWorkload, SimNode
+from kraft.sim.params import SimParams
 from kraft.storage import SnapshotReader
 
-if TYPE_CHECKING:
-    from kraft.sim.node import SimNode
-    from kraft.sim.simulation import Simulation
+WORKLOADS = ("counter", "metadata")
 
 
-class Machine(Protocol):
-    applied: int
+class Workload(NodeWorkload, Protocol):
+    def client_step(self, cluster: Cluster, history: History, rng: Random) -> None:
+        """One client action: an append (or admin operation) at a leader, if there is one."""
 
-    def handle_commit(self, batch: CommittedBatch) -> None: ...
-    def handle_leader_change(self, leader: LeaderAndEpoch) -> None: ...
-    def handle_load_snapshot(self, reader: SnapshotReader) -> None: ...
-
-
-class Workload(Protocol):
-    def machine(self, node: "SimNode") -> Machine: ...
-    def after_step(self, node: "SimNode", core: RaftCore, now: int) -> None:
-        """What the state machine does on its own after a core step (snapshots, NoOps)."""
-    def client_step(self, sim: "Simulation") -> None: ...
-    def check_end(self, sim: "Simulation") -> None: ...
+    def check_end(self, cluster: Cluster, history: History) -> str | None:
+        """After the run: how a running node's state differs from the committed records, if it does."""
 
 
-def _snapshot_loaded(node: "SimNode", reader: SnapshotReader) -> None:
-    """A leader never loads a snapshot; a running follower or observer loads one when the
-    leader sent it there (a core loading at boot is not yet the node's)."""
+def make_workload(name: str, params: SimParams) -> Workload:
+    if name == "counter":
+        return CounterWorkload(params.snapshot_every_bytes)
+    if name == "metadata":
+        return MetadataWorkload(params.snapshot_every_bytes, params.quiet_from_ms)
+    raise ValueError(f"unknown workload {name!r}; one of {', '.join(WORKLOADS)}")
+
+
+def _snapshot_loaded(node: SimNode, reader: SnapshotReader) -> None:
+    """A running follower or observer loads a snapshot when the leader sent it there (a
+    core loading at boot is not yet the node's): the history notes it, and by whom."""
     core = node.core
-    if core is None:
-        return
-    if core.role == Role.LEADER:
-        node.sim.fail(f"leader {node.node_id} loaded snapshot {reader.snapshot_id}")
-    node.sim.stats.snapshots_fetched += 1
+    if core is not None:
+        node.history.observe_snapshot_load(node.node_id, core.role, reader.snapshot_id)
 
 
-def _leaders(sim: "Simulation") -> list["SimNode"]:
-    return [n for n in sim.nodes.values() if n.core is not None and n.core.is_leader]
+def _running(cluster: Cluster) -> list[SimNode]:
+    """Every node but those refused for damaged data: those are down for good."""
+    return [n for n in cluster.nodes.values() if n.refused is None]
 
 
 # ---------------------------------------------------------------- counter
@@ -71,12 +73,13 @@ _STATE = struct.Struct(">qq32s")  # count, applied offset, digest
 
 @dataclass
 class CounterMachine:
-    node: "SimNode"
+    node: SimNode
     policy: SnapshotPolicy
     count: int = 0
     applied: int = 0
     digest: bytes = bytes(32)
     seen: dict[int, bytes | None] = field(default_factory=dict)
+    core: RaftCore | None = None
 
     def handle_commit(self, batch: CommittedBatch) -> None:
         self.applied = batch.last_offset + 1
@@ -86,7 +89,7 @@ class CounterMachine:
             self.seen[record.offset] = record.value
             self.count += 1
             self.digest = hashlib.sha256(self.digest + (record.value or b"")).digest()
-            self.node.sim.observe_commit(self.node, record.offset, record.value)
+            self.node.history.observe_commit(self.node.node_id, record.offset, record.value, self.node.clock.now)
         self.policy.record_commit(batch)
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
@@ -95,9 +98,11 @@ class CounterMachine:
     def handle_load_snapshot(self, reader: SnapshotReader) -> None:
         _snapshot_loaded(self.node, reader)
         (record,) = list(reader.records())
+        assert record.value is not None, "a counter snapshot is one record holding the state"
         self.count, self.applied, self.digest = _STATE.unpack(record.value)
         if self.applied != reader.snapshot_id.end_offset:
-            self.node.sim.fail(f"snapshot {reader.snapshot_id} holds state at {self.applied}")
+            self.node.history.state_errors.append(
+                f"node {self.node.node_id}: snapshot {reader.snapshot_id} holds the state at {self.applied}")
         self.policy.reset()
 
 
@@ -105,10 +110,10 @@ class CounterWorkload:
     def __init__(self, snapshot_every_bytes: int) -> None:
         self.snapshot_every_bytes = snapshot_every_bytes
 
-    def machine(self, node: "SimNode") -> CounterMachine:
+    def machine(self, node: SimNode) -> CounterMachine:
         return CounterMachine(node, SnapshotPolicy(self.snapshot_every_bytes, 0.0, 0))
 
-    def after_step(self, node: "SimNode", core: RaftCore, now: int) -> None:
+    def after_step(self, node: SimNode, core: RaftCore, now: int) -> None:
         machine = node.machine
         assert isinstance(machine, CounterMachine)
         end = machine.applied
@@ -121,25 +126,26 @@ class CounterWorkload:
         writer.append([(None, _STATE.pack(machine.count, machine.applied, machine.digest))])
         writer.freeze()
         machine.policy.reset()
-        node.sim.stats.snapshots += 1
+        node.history.stats.snapshots += 1
 
-    def client_step(self, sim: "Simulation") -> None:
-        leaders = _leaders(sim)
+    def client_step(self, cluster: Cluster, history: History, rng: Random) -> None:
+        leaders = cluster.leaders()
         if leaders:
-            node = sim.rng.choice(leaders)
-            value = sim.next_value()
-            node.step(lambda core, now: sim.record_append(value, *core.append([SimpleRecord(None, value)], now)))
+            node = rng.choice(leaders)
+            value = history.next_value()
+            node.step(lambda core, now: history.record_append(value, *core.append([SimpleRecord(None, value)], now)))
 
-    def check_end(self, sim: "Simulation") -> None:
-        for node in sim.nodes.values():
+    def check_end(self, cluster: Cluster, history: History) -> str | None:
+        for node in _running(cluster):
             machine = node.machine
             assert isinstance(machine, CounterMachine)
             count, digest = 0, bytes(32)
-            for offset in sorted(o for o in sim.committed if o < machine.applied):
+            for offset in sorted(o for o in history.committed if o < machine.applied):
                 count += 1
-                digest = hashlib.sha256(digest + (sim.committed[offset] or b"")).digest()
+                digest = hashlib.sha256(digest + (history.committed[offset] or b"")).digest()
             if (machine.count, machine.digest) != (count, digest):
-                sim.fail(f"node {node.node_id}: state at offset {machine.applied} differs from the committed records")
+                return f"node {node.node_id}: state at offset {machine.applied} differs from the committed records"
+        return None
 
 
 # ---------------------------------------------------------------- metadata
@@ -148,7 +154,7 @@ class CounterWorkload:
 class MetadataMachine(QuorumController):
     """The real state machine, reporting what the simulation checks."""
 
-    def __init__(self, node: "SimNode", policy: SnapshotPolicy) -> None:
+    def __init__(self, node: SimNode, policy: SnapshotPolicy) -> None:
         super().__init__(policy)
         self.node = node
 
@@ -158,16 +164,21 @@ class MetadataMachine(QuorumController):
 
     def handle_commit(self, batch: CommittedBatch) -> None:
         super().handle_commit(batch)
-        sim = self.node.sim
+        node = self.node
         if not batch.control:
             for record in batch.records:
-                sim.observe_commit(self.node, record.offset, record.value)
-            sim.observe_image(self.node, self.cache.image)
+                node.history.observe_commit(node.node_id, record.offset, record.value, node.clock.now)
+            self._observe_image()
 
     def handle_load_snapshot(self, reader: SnapshotReader) -> None:
         _snapshot_loaded(self.node, reader)
         super().handle_load_snapshot(reader)
-        self.node.sim.observe_image(self.node, self.cache.image)
+        self._observe_image()
+
+    def _observe_image(self) -> None:
+        """Every node's metadata image at one offset must be the same."""
+        image = self.cache.image
+        self.node.history.observe_image(self.node.node_id, image.offset, image.digest())
 
 
 TOPICS = ("orders", "payments", "clicks", "audit", "a.b_c", "bad name!", "")
@@ -177,21 +188,22 @@ BROKERS = range(1, 7)
 class MetadataWorkload:
     """Random admin operations; about one in four is refused by validation."""
 
-    def __init__(self, snapshot_every_bytes: int) -> None:
+    def __init__(self, snapshot_every_bytes: int, quiet_from_ms: int) -> None:
         self.snapshot_every_bytes = snapshot_every_bytes
+        self.quiet_from_ms = quiet_from_ms
         self.refused = 0
         self.committed_ops = 0
 
-    def machine(self, node: "SimNode") -> MetadataMachine:
+    def machine(self, node: SimNode) -> MetadataMachine:
         return MetadataMachine(node, SnapshotPolicy(self.snapshot_every_bytes, 0.0, 0))
 
-    def after_step(self, node: "SimNode", core: RaftCore, now: int) -> None:
+    def after_step(self, node: SimNode, core: RaftCore, now: int) -> None:
         machine = node.machine
         assert isinstance(machine, MetadataMachine)
-        if not node.sim.quiet:
+        if now < self.quiet_from_ms:
             machine.poll(now)  # bootstrap records, NoOps while idle: Kafka's controller writes both
         if machine.snapshot_now(now) is not None:
-            node.sim.stats.snapshots += 1
+            node.history.stats.snapshots += 1
 
     def _operation(self, rng: Random, image: MetadataImage, broker_epoch: int) -> Any:
         kind = rng.choice(["register", "register", "unfence", "fence", "create", "create", "delete", "config", "pids"])
@@ -217,47 +229,49 @@ class MetadataWorkload:
             ops = [AlterConfigOp("retention.ms", OpType.DELETE if value is None else OpType.SET, value)]
             resource = ConfigResource(ConfigResourceType.TOPIC, topic)
             return lambda im: ctl.alter_configs(im, resource, ops)
-        return lambda im: ctl.allocate_producer_ids(im, broker, image.brokers[broker].epoch if broker in image.brokers else 0)
+        epoch = image.brokers[broker].epoch if broker in image.brokers else 0
+        return lambda im: ctl.allocate_producer_ids(im, broker, epoch)
 
-    def client_step(self, sim: "Simulation") -> None:
-        leaders = _leaders(sim)
+    def client_step(self, cluster: Cluster, history: History, rng: Random) -> None:
+        leaders = cluster.leaders()
         if not leaders:
             return
-        node = sim.rng.choice(leaders)
+        node = rng.choice(leaders)
         machine = node.machine
         assert isinstance(machine, MetadataMachine)
 
         def submit(core: RaftCore, now: int) -> None:
             end_before = core.next_offset
-            operation = self._operation(sim.rng, machine.working_image, end_before)
+            operation = self._operation(rng, machine.working_image, end_before)
             try:
                 pending = machine.submit(operation, now)
             except ControllerError:
                 self.refused += 1
                 if core.next_offset != end_before:
-                    sim.fail("a refused operation appended records")
+                    history.state_errors.append(f"node {node.node_id}: a refused operation appended records")
                 return
             except NotControllerError:
                 return
-            pending.add_done_callback(lambda p: self._done(sim, p))
+            pending.add_done_callback(lambda p: self._done(history, p))
 
         node.step(submit)
 
-    def _done(self, sim: "Simulation", pending: Any) -> None:
+    def _done(self, history: History, pending: Any) -> None:
         if pending.error is None:
             self.committed_ops += 1
-            sim.stats.acknowledged += 1
+            history.stats.acknowledged += 1
 
-    def check_end(self, sim: "Simulation") -> None:
+    def check_end(self, cluster: Cluster, history: History) -> str | None:
         reference = MetadataImage()
-        for offset in sorted(sim.committed):
-            value = sim.committed[offset]
+        for offset in sorted(history.committed):
+            value = history.committed[offset]
             reference = apply_records(reference, [decode_record(value)], offset=offset, epoch=0)
-        top = max(sim.committed, default=-1)
-        for node in sim.nodes.values():
+        top = max(history.committed, default=-1)
+        for node in _running(cluster):
             machine = node.machine
             assert isinstance(machine, MetadataMachine)
             if machine.cache.offset >= top and machine.cache.image.digest() != reference.digest():
-                sim.fail(f"node {node.node_id}: image differs from a full replay of the committed records")
+                return f"node {node.node_id}: image differs from a full replay of the committed records"
         if self.committed_ops == 0:
-            sim.fail("no admin operation was committed")
+            return "no admin operation was committed"
+        return None

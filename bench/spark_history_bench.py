@@ -9,11 +9,14 @@ expansions, leader moves, some ELR at v2), broker registration changes, NoOps, p
 blocks, and a LeaderChange per 1000 batches. The history is read with
 spark.read.format("kraft-files").option("decode", "metadata"), written to Parquet by Spark
 and read back with spark.read.parquet. Every read runs the same query, which touches every
-column (Parquet would otherwise skip the columns a query does not name), in one local[2]
-session, and must give the same answer; the time is the best of ROUNDS, the readers taking
-turns. Each read of the source includes its planning (the driver's pass over the log for
-topic names). kraft-files' Kafka rows of the same log are timed too: the difference is
-what decoding costs.
+column (Parquet would otherwise skip the columns a query does not name), and must give the
+same answer; the time is the best of ROUNDS, the readers taking turns. Each read of the
+source includes its planning (the driver's pass over the log for topic names). kraft-files'
+Kafka rows of the same log are timed too: the difference is what decoding costs.
+
+The readers run twice: in local[2] (tasks in the driver's JVM), then on a Spark standalone
+cluster on this machine (kraft.spark.standalone: a master and a worker of 2 cores, tasks in
+an executor JVM the worker starts, the driver in this process), as a cluster runs them.
 """
 
 import random
@@ -42,6 +45,7 @@ from kraft.metadata.records import (
     TopicRecord,
 )
 from kraft.records import LeaderChangeMessage, SimpleRecord, build_batch, build_control_batch
+from kraft.spark.standalone import standalone_cluster
 from kraft.storage import FileLog
 
 RECORDS = 1_000_000
@@ -70,6 +74,7 @@ QUERY = [
     "sum(broker) AS brokers",
 ]
 RAW_QUERY = ["count(*) AS records", "sum(length(value)) AS value_bytes", "max(offset) AS last_offset"]
+READERS = ("kraft-files, decode=metadata", "parquet of the same rows (baseline)", "kraft-files, Kafka rows")
 
 
 def kafka_shaped_batches(rng: random.Random) -> list[list]:
@@ -133,6 +138,17 @@ def write_log(directory: Path) -> int:
     return count
 
 
+def read_all(spark, work: Path) -> list[tuple[float, list, int]]:
+    """(best seconds, result, tasks) of the decoded history, its Parquet, and the Kafka rows."""
+    history = spark.read.format("kraft-files").option("decode", "metadata").load(str(work))
+    parquet = spark.read.parquet(str(work / "history.parquet"))
+    raw = spark.read.format("kraft-files").load(str(work))
+    timed = best_interleaved([lambda: history.selectExpr(*QUERY).collect(),
+                              lambda: parquet.selectExpr(*QUERY).collect(),
+                              lambda: raw.selectExpr(*RAW_QUERY).collect()])
+    return [(t, result, df.rdd.getNumPartitions()) for (t, result), df in zip(timed, (history, parquet, raw))]
+
+
 def main() -> int:
     work = RESULTS / "spark-history-bench"
     shutil.rmtree(work, ignore_errors=True)
@@ -141,32 +157,37 @@ def main() -> int:
     records = write_log(log_dir)
     print(f"wrote {records:,} records, {sum(p.stat().st_size for p in log_dir.glob('*.log')) / 1e6:.0f} MB, "
           f"in {time.perf_counter() - start:.0f} s", flush=True)
+    measured = {}
     spark = kraft.spark.session("kraft-spark-history-bench")
     try:
-        history = spark.read.format("kraft-files").option("decode", "metadata").load(str(work))
-        history.write.parquet(str(work / "history.parquet"))
-        parquet = spark.read.parquet(str(work / "history.parquet"))
-        raw = spark.read.format("kraft-files").load(str(work))
-        runs = [lambda: history.selectExpr(*QUERY).collect(), lambda: parquet.selectExpr(*QUERY).collect(),
-                lambda: raw.selectExpr(*RAW_QUERY).collect()]
-        (t_history, r_history), (t_parquet, r_parquet), (t_raw, r_raw) = best_interleaved(runs)
-        tasks = [df.rdd.getNumPartitions() for df in (history, parquet, raw)]
+        spark.read.format("kraft-files").option("decode", "metadata").load(str(work)).write.parquet(
+            str(work / "history.parquet"))
+        measured["local[2]"] = read_all(spark, work)
     finally:
         spark.stop()
+    with standalone_cluster(work / "spark", cores=2) as master:
+        spark = kraft.spark.session("kraft-spark-history-bench", master=master, **{"spark.cores.max": "2"})
+        try:
+            measured["standalone"] = read_all(spark, work)
+        finally:
+            spark.stop()
     shutil.rmtree(work)
 
-    assert r_history == r_parquet, (r_history, r_parquet)
-    result = r_history[0].asDict()
-    assert result["records"] == r_raw[0]["records"] == records and result["named"] > TOPICS * (PARTITIONS + 1)
-    rows = [{"reader": name, "seconds": t, "rows_s": records / t, "tasks": n} for name, t, n in zip(
-        ("kraft-files, decode=metadata", "parquet of the same rows (baseline)", "kraft-files, Kafka rows"),
-        (t_history, t_parquet, t_raw), tasks)]
-    ratio = t_parquet / t_history
-    print(f"{records:,} metadata records ({result['types']} types), local[2], best of {ROUNDS}\n")
-    print_table(rows, ["reader", "seconds", "rows_s", "tasks"])
-    print(f"ratio = decoded history rows/s / parquet rows/s = {ratio:.2f}")
-    print(f"decoding costs {t_history / t_raw:.1f}x the Kafka rows' read of the same log")
-    print(f"results: {write_results('spark_history', rows, ratio=ratio, decode_cost=t_history / t_raw)}")
+    rows, ratios, decode_costs = [], {}, {}
+    for where, ((t_history, r_history, _), (t_parquet, r_parquet, _), (t_raw, r_raw, _)) in measured.items():
+        assert r_history == r_parquet, (where, r_history, r_parquet)
+        result = r_history[0].asDict()
+        assert result["records"] == r_raw[0]["records"] == records and result["named"] > TOPICS * (PARTITIONS + 1)
+        rows += [{"master": where, "reader": name, "seconds": t, "rows_s": records / t, "tasks": n}
+                 for name, (t, _, n) in zip(READERS, measured[where])]
+        ratios[where] = t_parquet / t_history
+        decode_costs[where] = t_history / t_raw
+    print(f"{records:,} metadata records ({result['types']} types), best of {ROUNDS}\n")
+    print_table(rows, ["master", "reader", "seconds", "rows_s", "tasks"])
+    for where, ratio in ratios.items():
+        print(f"{where}: ratio = decoded history rows/s / parquet rows/s = {ratio:.2f}; decoding costs "
+              f"{decode_costs[where]:.1f}x the Kafka rows' read of the same log")
+    print(f"results: {write_results('spark_history', rows, ratio=ratios['standalone'], ratios=ratios, decode_costs=decode_costs)}")
     return 0
 
 

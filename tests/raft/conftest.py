@@ -77,13 +77,23 @@ def partition(message):
     return m.partition_of(message)
 
 
+def grant_votes(node, voters=(2,)):
+    """Answers the node's Vote requests to `voters` with a grant; returns those answered."""
+    votes = [v for v in node.sends(m.VoteRequest) if v.destination in voters]
+    for vote in votes:
+        granted = m.vote_response(m.ErrorCode.none, -1, node.core.epoch, True)
+        node.core.handle_response(vote.request_id, granted, node.now)
+    return votes
+
+
 def elect(node):
-    """Lets `node` time out, campaign and win with voter 2's vote; its LeaderChange flushed."""
-    node.advance(3000)  # election timeout: candidate in the next epoch
-    for vote in node.sends(m.VoteRequest):
-        if vote.destination == 2:
-            granted = m.vote_response(m.ErrorCode.none, -1, node.core.epoch, True)
-            node.core.handle_response(vote.request_id, granted, node.now)
+    """Lets `node` time out, pre-vote and campaign in the next epoch, and win with voter 2's
+    pre-vote and vote; its LeaderChange flushed."""
+    node.advance(3000)  # election timeout: a prospective, asking whether it could win
+    (pre_vote,) = grant_votes(node)
+    assert partition(pre_vote.request).pre_vote and node.core.role == Role.CANDIDATE
+    (vote,) = grant_votes(node)
+    assert not partition(vote.request).pre_vote
     assert node.core.role == Role.LEADER
     node.flush()
     node.announced = [o for o in node.outbox() if isinstance(o, Send)]  # BeginQuorumEpoch

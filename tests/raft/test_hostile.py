@@ -13,7 +13,7 @@ from kraft.raft import messages as m
 from kraft.raft.gate import MAX_EPOCH, MAX_REQUESTED_EPOCH
 from kraft.storage import ElectionState
 
-from .conftest import Node, follower_batch, leader_node, partition
+from .conftest import Node, follower_batch, grant_votes, leader_node, partition
 
 
 def follower(epoch=2, leader=1, node_id=2):
@@ -79,6 +79,7 @@ def test_an_epoch_just_below_the_reserve_is_served_and_elections_go_on():
     assert partition(response).vote_granted
     assert node.core.epoch == MAX_REQUESTED_EPOCH
     node.advance(3000)  # the candidate never won: this voter campaigns in the next epoch
+    grant_votes(node, voters=(1,))
     assert (node.core.role, node.core.epoch) == (Role.CANDIDATE, MAX_REQUESTED_EPOCH + 1)
 
 
@@ -87,14 +88,15 @@ def test_a_response_naming_an_epoch_in_the_reserve_is_ignored():
     node.advance(3000)
     vote = node.sends(m.VoteRequest)[0]
     node.core.handle_response(vote.request_id, m.vote_response(ErrorCode.none, 3, MAX_EPOCH, False), node.now)
-    assert (node.core.role, node.core.epoch) == (Role.CANDIDATE, 1)
+    assert (node.core.role, node.core.epoch) == (Role.PROSPECTIVE, 0)
 
 
 def test_a_replica_at_the_last_epoch_does_not_campaign_past_it(caplog):
     node = Node(1, state=ElectionState(MAX_EPOCH, None, None, (1, 2, 3)))
-    node.advance(3000)
-    node.advance(3000)
-    assert (node.core.role, node.core.epoch) == (Role.UNATTACHED, MAX_EPOCH)
+    for _ in range(2):
+        node.advance(3000)
+        grant_votes(node)  # a majority would vote for it: it would campaign, but cannot
+    assert (node.core.role, node.core.epoch) == (Role.PROSPECTIVE, MAX_EPOCH)
     assert caplog.text.count("cannot campaign") == 1
 
 

@@ -8,7 +8,7 @@ from kraft.raft import messages as m
 from kraft.records import ControlType, decode_control_record, read_batches
 from kraft.storage import ElectionState
 
-from .conftest import Node, follower_batch, leader_node, partition, records
+from .conftest import Node, follower_batch, grant_votes, leader_node, partition, records
 
 
 def test_a_single_voter_elects_itself_and_commits_its_leader_change():
@@ -30,10 +30,16 @@ def test_a_candidate_asks_every_other_voter_with_its_last_epoch_and_offset():
     n.store.write(ElectionState(2, None, None, (1, 2, 3)))
     n.core = type(n.core)(n.config, n.log, n.store, __import__("random").Random(3), 0, n.listener)
     n.advance(3000)
+    pre_votes = n.sends(m.VoteRequest)
+    assert sorted(v.destination for v in pre_votes) == [2, 3]
+    p = partition(pre_votes[0].request)
+    assert (p.pre_vote, p.replica_epoch, p.replica_id, p.last_offset_epoch, p.last_offset) == (True, 2, 1, 2, 4)
+    assert n.store.read() == ElectionState(2, None, None, (1, 2, 3)), "a pre-vote writes nothing"
+    n.core.handle_response(pre_votes[0].request_id, m.vote_response(ErrorCode.none, -1, 2, True), n.now)
     votes = n.sends(m.VoteRequest)
     assert sorted(v.destination for v in votes) == [2, 3]
     p = partition(votes[0].request)
-    assert (p.replica_epoch, p.replica_id, p.last_offset_epoch, p.last_offset) == (3, 1, 2, 4)
+    assert (p.pre_vote, p.replica_epoch, p.replica_id, p.last_offset_epoch, p.last_offset) == (False, 3, 1, 2, 4)
     assert n.store.read() == ElectionState(3, None, 1, (1, 2, 3)), "voted for itself, durably, first"
 
 
@@ -112,6 +118,8 @@ def test_a_follower_appends_flushes_then_fetches_from_its_flushed_end():
 def test_a_follower_without_news_from_its_leader_starts_an_election():
     node = follower_of_1()
     node.advance(node.config.fetch_timeout_ms)
+    assert node.core.role == Role.PROSPECTIVE and node.core.epoch == 2, "first: could it win?"
+    grant_votes(node, voters=(3,))
     assert node.core.role == Role.CANDIDATE and node.core.epoch == 3
 
 
@@ -135,7 +143,7 @@ def test_graceful_resignation_lets_the_first_successor_campaign_at_once():
     follower = Node(2, state=ElectionState(1, 1, None, (1, 2, 3)))
     follower.request(m.end_quorum_request("c", 1, 1, (2, 3)))
     follower.advance(0)
-    assert follower.core.role == Role.CANDIDATE and follower.core.epoch == 2
+    assert follower.core.role == Role.PROSPECTIVE and follower.core.epoch == 1, "asking at once"
     other = Node(3, state=ElectionState(1, 1, None, (1, 2, 3)))
     other.request(m.end_quorum_request("c", 1, 1, (2, 3)))
     other.advance(0)
@@ -187,6 +195,9 @@ def test_a_restarted_leader_does_not_lead_its_old_epoch_again():
     ends = node.sends(m.EndQuorumEpochRequest)
     assert sorted(e.destination for e in ends) == [2, 3]
     node.advance(3000)
+    assert node.core.role == Role.PROSPECTIVE and node.core.epoch == 5
+    assert node.core.leader_id is None, "it no longer names itself the leader"
+    grant_votes(node)
     assert node.core.role == Role.CANDIDATE and node.core.epoch == 6
 
 

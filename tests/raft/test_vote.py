@@ -7,7 +7,7 @@ from kraft.raft import Role
 from kraft.raft import messages as m
 from kraft.storage import ElectionState
 
-from .conftest import Node, follower_batch, partition
+from .conftest import Node, follower_batch, grant_votes, partition
 
 
 def vote(epoch=1, candidate=2, last_epoch=0, last_offset=0, cluster="c"):
@@ -99,7 +99,7 @@ def test_a_rejected_newer_epoch_does_not_restart_the_election_timer():
     n.request(vote(epoch=7, candidate=2, last_epoch=0, last_offset=0))
     assert n.core.epoch == 7 and n.core.role == Role.UNATTACHED
     n.advance(10)
-    assert n.core.role == Role.CANDIDATE and n.core.epoch == 8
+    assert n.core.role == Role.PROSPECTIVE and n.core.epoch == 7, "its own timer ran out: it asks in epoch 7"
 
 
 def test_a_granted_vote_restarts_the_election_timer():
@@ -114,6 +114,7 @@ def split_candidate():
     """Node 1, candidate of epoch 1 in a three-voter quorum, with its Vote requests out."""
     n = Node(1, election_timeout_ms=1000, election_backoff_max_ms=100)
     n.advance(n.core.state.election_deadline)
+    grant_votes(n)  # voter 2 would vote for it: it campaigns
     assert n.core.role == Role.CANDIDATE
     return n, {s.destination: s for s in n.sends(m.VoteRequest)}
 
@@ -127,7 +128,7 @@ def test_a_candidate_refused_by_one_voter_and_unable_to_reach_the_other_backs_of
     n.core.handle_send_failure(votes[3].request_id, n.now)  # the dead leader's port
     n.core.handle_response(votes[2].request_id, m.vote_response(ErrorCode.none, -1, 1, False), n.now)
     n.advance(n.config.election_backoff_max_ms + 1)
-    assert n.core.role == Role.CANDIDATE and n.core.epoch == 2, "a new round, long before the timeout"
+    assert n.core.role == Role.PROSPECTIVE and n.core.epoch == 1, "a new round (a pre-vote), long before the timeout"
     assert n.now < deadline
 
 
@@ -140,7 +141,7 @@ def test_a_refusal_alone_is_not_a_lost_election():
     n.now = deadline
     n.advance(0)  # the election timed out: back off
     n.advance(n.config.election_backoff_max_ms + 1)
-    assert n.core.epoch == 2
+    assert (n.core.role, n.core.epoch) == (Role.PROSPECTIVE, 1), "asking again, without another epoch"
 
 
 def test_a_voter_that_answers_after_a_failed_send_counts_again():

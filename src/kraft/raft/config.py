@@ -25,6 +25,9 @@ class RaftConfig:
     max_retention_bytes: int = 100 * 1024 * 1024  # metadata.max.retention.bytes (-1: no limit)
     max_retention_ms: int = 7 * 24 * 3600 * 1000  # metadata.max.retention.ms (-1: no limit)
     cleanup_interval_ms: int = 1000  # how often the log start offset and retention are reconsidered
+    # KIP-996: ask whether a majority would vote before campaigning. Kafka does whenever every
+    # voter speaks Vote v2, as every kraft node does; off only to measure what it saves.
+    pre_vote: bool = True
 
     def __post_init__(self) -> None:
         if not self.voters:

@@ -39,16 +39,17 @@ from kraft.raft.accumulator import BatchAccumulator
 from kraft.raft.announcements import Announcements
 from kraft.raft.commits import CommitDelivery
 from kraft.raft.config import RaftConfig
+from kraft.raft.elections import Elections
 from kraft.raft.epochs import EpochHistory, fence
 from kraft.raft.errors import NotLeaderError
-from kraft.raft.gate import MAX_EPOCH, Gate
+from kraft.raft.gate import Gate
 from kraft.raft.leader import LeaderState
 from kraft.raft.listener import LeaderAndEpoch, Listener
 from kraft.raft.metrics import SnapshotMetrics
 from kraft.raft.outbox import Outbox, Reply, Send
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.retention import LogStart
-from kraft.raft.roles import Candidate, Follower, Leader, ParkedFetch, Resigned, Role, RoleState, Unattached
+from kraft.raft.roles import Campaign, Candidate, Follower, Leader, ParkedFetch, Resigned, Role, RoleState, Unattached
 from kraft.raft.snapshot_catalog import SnapshotCatalog
 from kraft.raft.snapshot_fetch import DownloadFailed, SnapshotDownload
 from kraft.records import LeaderChangeMessage, SimpleRecord, build_control_batch
@@ -99,6 +100,7 @@ class RaftCore:
         self._max_batch_bytes = min(config.max_batch_bytes, raft_log.max_batch_bytes)
         self._notified: LeaderAndEpoch | None = None
         self.announcements = Announcements(config, self.quorum, self.outbox, self.gate)
+        self.elections = Elections(config, self.quorum, self.outbox, self.gate, self.history, rng, self._maybe_win)
         self.log_start = LogStart(config, raft_log, self.snapshots, self.catalog)
         self._start(now)
 
@@ -194,9 +196,7 @@ class RaftCore:
         destination = self.outbox.complete(request_id)
         if destination is not None:
             self.outbox.back_off(destination, now)
-            state = self.state
-            if isinstance(state, Candidate) and destination in self.config.voters:
-                state.unreachable.add(destination)
+            self.elections.on_unreachable(destination)
         self._poll(now)
 
     def handle_flush(self, now: int) -> None:
@@ -264,19 +264,15 @@ class RaftCore:
         self.outbox.forget()
         self._notify_leader_change()
 
-    def _become_candidate(self, now: int) -> None:
-        if self.epoch >= MAX_EPOCH:
-            self.gate.once("exhausted", logging.CRITICAL, "node %d: cannot campaign: epoch %d is the largest an "
-                           "int32 holds; the quorum needs `kraft restore` or `kraft recover`", self.node_id, self.epoch)
-            self.quorum.postpone_timeout(now)
-            return
-        self.quorum.become_candidate(now)
-        self._maybe_win(now)
-
     def _maybe_win(self, now: int) -> None:
+        """A majority's votes make a candidate the leader, and a prospective a candidate."""
         state = self.state
-        if isinstance(state, Candidate) and len(state.granted) >= self.config.majority:
+        if not isinstance(state, Campaign) or len(state.granted) < self.config.majority:
+            return
+        if isinstance(state, Candidate):
             self._become_leader(state, now)
+        else:
+            self.elections.campaign(now)
 
     def _become_leader(self, candidate: Candidate, now: int) -> None:
         granting = tuple(sorted(candidate.granted))
@@ -314,14 +310,15 @@ class RaftCore:
             self._poll_leader(state, now)
         elif isinstance(state, Follower):
             self._poll_follower(state, now)
-        elif isinstance(state, Candidate):
-            self._poll_candidate(state, now)
+        elif isinstance(state, Campaign):
+            if self.elections.poll(state, now):
+                self._poll(now)
         elif isinstance(state, Resigned):
             self._poll_resigned(state, now)
         elif state.election_deadline is None:
             self._poll_observer_discovery(now)
         elif now >= state.election_deadline:
-            self._become_candidate(now)
+            self.elections.start(now)
             self._poll(now)
 
     # ---------------------------------------------------------------- leader
@@ -353,7 +350,7 @@ class RaftCore:
                 else:
                     log.info("node %d: no answer from leader %s for %d ms; starting an election",
                              self.node_id, leader_id, self.config.fetch_timeout_ms)
-                self._become_candidate(now)
+                self.elections.start(now)
             else:
                 self.quorum.become_unattached(self.epoch, now, abandoned=(self.epoch, leader_id))
             self._poll(now)
@@ -381,31 +378,9 @@ class RaftCore:
 
     # ---------------------------------------------------------------- candidate and resigned
 
-    def _poll_candidate(self, candidate: Candidate, now: int) -> None:
-        if candidate.backoff_until is not None:
-            if now >= candidate.backoff_until:
-                self._become_candidate(now)
-                self._poll(now)
-            return
-        # Lost, as Kafka counts it: the election timed out, or the votes granted and still
-        # unanswered cannot make a majority. A voter that cannot be reached counts as refusing
-        # (a dead leader's port refuses at once; with one peer refusing because it voted for
-        # itself, a three-voter quorum would otherwise wait out the whole election timeout).
-        lost = len(self.config.voters) - len(candidate.rejected | candidate.unreachable) < self.config.majority
-        if now >= candidate.election_deadline or lost:
-            candidate.backoff_until = now + self.rng.randrange(self.config.election_backoff_max_ms + 1)
-            return
-        last = self.history.last()
-        for voter in self.config.voters:
-            if voter in candidate.granted or voter in candidate.rejected:
-                continue
-            if self.outbox.can_send(voter, now):
-                request = m.vote_request(self.config.cluster_id, self.epoch, self.node_id, last.epoch, last.offset)
-                self.outbox.send(voter, request, now)
-
     def _poll_resigned(self, resigned: Resigned, now: int) -> None:
         if now >= resigned.election_deadline and self.is_voter:
-            self._become_candidate(now)
+            self.elections.start(now)
             self._poll(now)
             return
         self.announcements.hand_over(resigned, now)
@@ -416,35 +391,8 @@ class RaftCore:
         self.outbox.reply(handle, response)
 
     def _on_vote_request(self, handle: Any, request: m.VoteRequest, now: int) -> None:
-        def answer(error: ErrorCode, granted: bool = False, top: ErrorCode = ErrorCode.none) -> None:
-            self._reply(handle, m.vote_response(error, self.quorum.leader_field, self.epoch, granted, top))
-
-        if not self.gate.cluster_ok(request):
-            return answer(ErrorCode.none, top=ErrorCode.inconsistent_cluster_id)
-        p = m.partition_of(request)
-        if p is None:
-            return answer(ErrorCode.unknown_topic_or_partition)
-        refusal = self.gate.vote(request, p, self.epoch)
-        if refusal is not None:
-            return answer(refusal)
-        if p.replica_epoch > self.epoch:
-            # A newer epoch, but not (yet) a vote: keep our election timer running rather
-            # than restart it. Otherwise a candidate with a stale log, campaigning again and
-            # again, would keep the voters that could win from ever timing out.
-            deadline = self.quorum.timeout_deadline(now)
-            self.quorum.become_unattached(p.replica_epoch, now)
-            unattached = self.state
-            assert isinstance(unattached, Unattached) and unattached.election_deadline is not None
-            unattached.election_deadline = min(unattached.election_deadline, deadline)
-        theirs = OffsetAndEpoch(p.last_offset, p.last_offset_epoch)
-        granted = False
-        if self.role == Role.UNATTACHED:
-            granted = theirs >= self.history.last()
-            if granted:
-                self.quorum.become_voted(p.replica_id, now)
-        elif self.role == Role.VOTED:
-            granted = self.voted_id == p.replica_id
-        answer(ErrorCode.none, granted)
+        error, granted, top = self.elections.on_request(request, now)
+        self._reply(handle, m.vote_response(error, self.quorum.leader_field, self.epoch, granted, top))
 
     def _validate_leader_epoch(self, epoch: int) -> ErrorCode:
         """KIP-320 fencing for a request that must reach the leader of `epoch`."""
@@ -540,18 +488,8 @@ class RaftCore:
 
     def _on_vote_response(self, source: int, response: m.VoteResponse, now: int) -> None:
         p = self.announcements.read_response(source, response, now)
-        candidate = self.state
-        if p is None or not isinstance(candidate, Candidate) or p.leader_epoch != self.epoch:
-            return
-        if p.error_code != ErrorCode.none:
-            self.outbox.back_off(source, now)
-            return
-        candidate.unreachable.discard(source)
-        if p.vote_granted:
-            candidate.granted.add(source)
-            self._maybe_win(now)
-        else:
-            candidate.rejected.add(source)
+        if p is not None:
+            self.elections.on_response(p, source, now)
 
     def _on_fetch_response(self, source: int, response: m.FetchResponse, now: int) -> None:
         p = m.partition_of(response)
@@ -580,6 +518,7 @@ class RaftCore:
             self.outbox.back_off(source, now)
             return
         follower.fetch_deadline = now + self.config.fetch_timeout_ms
+        follower.fetched = True
         if p.log_start_offset >= 0:
             follower.leader_start_offset = p.log_start_offset
         if p.snapshot_id.end_offset >= 0 or p.snapshot_id.epoch >= 0:

@@ -85,9 +85,13 @@ class Gate:
     def vote(self, request: m.VoteRequest, p: m.VoteRequestPartition, epoch: int) -> ErrorCode | None:
         """Why a Vote request is refused before it is considered (None: it is considered)."""
         # Kafka's check, before any other: a candidate bumped its epoch past every epoch in
-        # its log, so a last epoch at or above the one it campaigns in is not a real log.
-        if p.last_offset < 0 or p.last_offset_epoch < 0 or p.last_offset_epoch >= p.replica_epoch:
+        # its log, so a last epoch at or above the one it campaigns in is not a real log (a
+        # pre-vote is asked in the asker's current epoch, which its log may have reached).
+        newest_possible = p.replica_epoch if p.pre_vote else p.replica_epoch - 1
+        if p.last_offset < 0 or p.last_offset_epoch < 0 or p.last_offset_epoch > newest_possible:
             return ErrorCode.invalid_request
+        if request.voter_id not in (-1, self.node_id):  # meant for another voter
+            return ErrorCode.invalid_voter_key
         if p.replica_epoch < epoch:
             return ErrorCode.fenced_leader_epoch
         if p.replica_id < 0 or p.replica_id == self.node_id or self.out_of_reach(

@@ -2,7 +2,7 @@
 
 The core speaks these types directly, so the server puts them on the wire unchanged. Each
 request names exactly one partition, `__cluster_metadata-0`; these helpers keep that
-nesting out of the core's logic. Versions: Vote v0, BeginQuorumEpoch v0, EndQuorumEpoch
+nesting out of the core's logic. Versions: Vote v2 (KIP-996's PreVote), BeginQuorumEpoch v0, EndQuorumEpoch
 v0 (KIP-595), Fetch v13 (topic ids, DivergingEpoch, SnapshotId), FetchSnapshot v0
 (KIP-630), DescribeQuorum v1.
 """
@@ -23,14 +23,15 @@ from kio.schema.fetch.v13 import response as fetch_resp
 from kio.schema.fetch_snapshot.v0 import request as fs_req
 from kio.schema.fetch_snapshot.v0 import response as fs_resp
 from kio.schema.types import BrokerId, TopicName
-from kio.schema.vote.v0 import request as vote_req
-from kio.schema.vote.v0 import response as vote_resp
+from kio.schema.vote.v2 import request as vote_req
+from kio.schema.vote.v2 import response as vote_resp
 from kio.static.primitive import i32, i32Timedelta, i64
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
 METADATA_PARTITION = 0
 NO_LEADER = -1
+NO_DIRECTORY = uuid.UUID(int=0)  # a static quorum's replicas have no directory id (KIP-853)
 
 # kio declares its fields with phantom types (i32, i64, BrokerId, TopicName, i32Timedelta): at run
 # time a plain int in range already is an i32, and kio's constructors take it as it is. Converting
@@ -96,15 +97,23 @@ def partition_of(message: Any) -> Any:
 # ---------------------------------------------------------------- Vote
 
 
-def vote_request(cluster_id: str | None, epoch: int, candidate: int, last_epoch: int, last_offset: int) -> VoteRequest:
+def vote_request(cluster_id: str | None, epoch: int, candidate: int, last_epoch: int, last_offset: int, *,
+                 voter: int = -1, pre_vote: bool = False) -> VoteRequest:
+    """A vote asked of `voter` (-1: whoever receives it); with `pre_vote`, only whether it
+    would grant one (KIP-996): the epoch is the asker's current one, and the answer changes
+    nothing at the voter unless that epoch is newer than its own."""
     p = vote_req.PartitionData(
         partition_index=_PARTITION,
         replica_epoch=cast(i32, epoch),
         replica_id=cast(BrokerId, candidate),
+        replica_directory_id=NO_DIRECTORY,
+        voter_directory_id=NO_DIRECTORY,
         last_offset_epoch=cast(i32, last_epoch),
         last_offset=cast(i64, last_offset),
+        pre_vote=pre_vote,
     )
-    return VoteRequest(cluster_id=cluster_id, topics=(vote_req.TopicData(topic_name=_TOPIC, partitions=(p,)),))
+    return VoteRequest(cluster_id=cluster_id, voter_id=cast(BrokerId, voter),
+                       topics=(vote_req.TopicData(topic_name=_TOPIC, partitions=(p,)),))
 
 
 def vote_response(

@@ -8,13 +8,16 @@ written: the core asking for one is a bug, and the replica stops rather than act
 Allowed, into the same epoch (Kafka's QuorumState has the same table):
 
     unattached  <- follower           an observer gives up on a leader that stopped answering
-    voted       <- unattached         a vote granted
+    voted       <- unattached, prospective          a vote granted
+    prospective <- unattached, voted, follower, candidate, resigned, prospective
+                                      a timeout: ask first whether it could win (KIP-996)
     leader      <- candidate          an election won
-    follower    <- unattached, voted, candidate
+    follower    <- unattached, voted, prospective, candidate
     resigned    <- leader             a graceful or forced step down
 
 and into a newer epoch: unattached or follower from any role, candidate (the next epoch
-only, voters only) from any role but leader. The epoch never goes back. At start, the role
+only, voters only) from any role but leader (from a prospective that a majority would
+vote for; from the others only with pre-vote off). The epoch never goes back. At start, the role
 comes from the file (`restore`), whatever it is.
 
 Each `become_*` makes the new role's object with its timers (election timeouts are drawn
@@ -29,16 +32,29 @@ from random import Random
 from kraft.raft.config import RaftConfig
 from kraft.raft.errors import InvariantViolation
 from kraft.raft.gate import Gate
-from kraft.raft.roles import Candidate, Follower, Leader, Resigned, Role, RoleState, Unattached, Voted
+from kraft.raft.roles import (
+    Campaign,
+    Candidate,
+    Follower,
+    Leader,
+    Prospective,
+    Resigned,
+    Role,
+    RoleState,
+    Unattached,
+    Voted,
+)
 from kraft.storage import ElectionState, QuorumStateStore
 
 log = logging.getLogger("kraft.raft")
 
 _SAME_EPOCH: dict[Role, frozenset[Role]] = {
     Role.UNATTACHED: frozenset({Role.FOLLOWER}),
-    Role.VOTED: frozenset({Role.UNATTACHED}),
+    Role.VOTED: frozenset({Role.UNATTACHED, Role.PROSPECTIVE}),
+    Role.PROSPECTIVE: frozenset({Role.UNATTACHED, Role.VOTED, Role.FOLLOWER, Role.CANDIDATE, Role.RESIGNED,
+                                 Role.PROSPECTIVE}),
     Role.LEADER: frozenset({Role.CANDIDATE}),
-    Role.FOLLOWER: frozenset({Role.UNATTACHED, Role.VOTED, Role.CANDIDATE}),
+    Role.FOLLOWER: frozenset({Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE, Role.CANDIDATE}),
     Role.RESIGNED: frozenset({Role.LEADER}),
     Role.CANDIDATE: frozenset(),
 }
@@ -47,6 +63,7 @@ _NEWER_EPOCH: dict[Role, frozenset[Role]] = {
     Role.FOLLOWER: frozenset(Role),
     Role.CANDIDATE: frozenset(Role) - {Role.LEADER},
     Role.VOTED: frozenset(),
+    Role.PROSPECTIVE: frozenset(),
     Role.LEADER: frozenset(),
     Role.RESIGNED: frozenset(),
 }
@@ -93,7 +110,7 @@ class QuorumState:
         state = self.state
         if isinstance(state, Follower):
             state.fetch_deadline = self.election_timer(now)
-        elif isinstance(state, Candidate):
+        elif isinstance(state, Campaign):
             state.backoff_until, state.election_deadline = None, self.election_timer(now)
         elif isinstance(state, Voted | Resigned) or (isinstance(state, Unattached) and state.election_deadline):
             state.election_deadline = self.election_timer(now)
@@ -138,6 +155,13 @@ class QuorumState:
     def become_voted(self, candidate: int, now: int) -> None:
         self._transition(Voted(self.election_timer(now)), self.epoch, None, candidate)
 
+    def become_prospective(self, now: int) -> None:
+        """Pre-vote in this epoch. A follower keeps naming its leader; a resigned leader
+        stops naming itself; the vote cast stays cast."""
+        leader = self.leader_id if isinstance(self.state, Follower) else None
+        prospective = Prospective(self.election_timer(now), granted={self.node_id})
+        self._transition(prospective, self.epoch, leader, self.voted_id)
+
     def become_candidate(self, now: int) -> None:
         self._transition(self._candidate(now), self.epoch + 1, None, self.node_id)
 
@@ -168,7 +192,7 @@ class QuorumState:
                 self.become_unattached(epoch, now)
             return True
         if epoch == self.epoch and 0 <= leader_id != self.node_id and self.role in (
-                Role.UNATTACHED, Role.VOTED, Role.CANDIDATE):
+                Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE, Role.CANDIDATE):
             self.become_follower(epoch, leader_id, now)
             return True
         return False
@@ -182,7 +206,7 @@ class QuorumState:
         if now_in not in allowed or (to == Role.CANDIDATE and epoch != self.epoch + 1):
             raise InvariantViolation(f"node {self.node_id}: {now_in.value} in epoch {self.epoch} "
                                      f"cannot become {to.value} in epoch {epoch}")
-        if to in (Role.CANDIDATE, Role.VOTED, Role.LEADER, Role.RESIGNED) and not self.config.is_voter:
+        if to in (Role.PROSPECTIVE, Role.CANDIDATE, Role.VOTED, Role.LEADER, Role.RESIGNED) and not self.config.is_voter:
             raise InvariantViolation(f"node {self.node_id}: an observer cannot become {to.value}")
         self._switch(state, epoch, leader_id, voted_id)
 

@@ -24,6 +24,7 @@ from kraft.raft.snapshot_fetch import SnapshotDownload
 class Role(enum.Enum):
     UNATTACHED = "unattached"
     VOTED = "voted"
+    PROSPECTIVE = "prospective"
     CANDIDATE = "candidate"
     LEADER = "leader"
     FOLLOWER = "follower"
@@ -62,16 +63,15 @@ class Voted:
 
 
 @dataclass(slots=True)
-class Candidate:
-    """Campaigning: its own vote and the voters' answers in this round. After losing a
-    round it backs off until `backoff_until`, then campaigns in the next epoch."""
+class Campaign:
+    """Asking the voters: its own vote and their answers in this round. After losing a
+    round it backs off until `backoff_until`, then asks again."""
 
     election_deadline: int
     granted: set[int]
     rejected: set[int] = field(default_factory=set)
     unreachable: set[int] = field(default_factory=set)  # voters whose Vote request could not be sent
     backoff_until: int | None = None
-    role = Role.CANDIDATE
 
     def deadlines(self, now: int) -> list[int]:
         return [self.timeout_deadline()]
@@ -81,12 +81,34 @@ class Candidate:
 
 
 @dataclass(slots=True)
+class Prospective(Campaign):
+    """Asking whether it could win before it campaigns (KIP-996 pre-vote), in its current
+    epoch: nothing is written, no voter changes state, and a node that cannot win (cut off,
+    or with a stale log) never bumps the epoch. It keeps the leader and vote it had (a
+    follower's leader is still named in its answers), and campaigns once a majority says
+    it would grant the vote."""
+
+    role = Role.PROSPECTIVE
+
+
+@dataclass(slots=True)
+class Candidate(Campaign):
+    """Campaigning in an epoch of its own; after losing, it asks again with a pre-vote."""
+
+    role = Role.CANDIDATE
+
+
+@dataclass(slots=True)
 class Follower:
     """Following `QuorumState.leader_id`: fetches from it until `fetch_deadline` passes
     without an answer (sooner when it resigned with EndQuorumEpoch)."""
 
     fetch_deadline: int
     leader_resigned: bool = False
+    # Answered by the leader since this replica began following it. Until then it has no
+    # evidence the leader is alive, so it grants pre-votes (KIP-996; otherwise two voters
+    # that learnt a dead leader from each other would keep each other from campaigning).
+    fetched: bool = False
     leader_start_offset: int = 0  # the leader's log start offset, as its last Fetch answer gave it
     download: SnapshotDownload | None = None
     role = Role.FOLLOWER
@@ -176,4 +198,4 @@ class Leader:
         return due
 
 
-RoleState = Unattached | Voted | Candidate | Follower | Resigned | Leader
+RoleState = Unattached | Voted | Prospective | Candidate | Follower | Resigned | Leader

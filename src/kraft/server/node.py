@@ -64,7 +64,7 @@ FATAL = (InvariantViolation, OSError, CorruptLogError, CorruptSnapshotError, Rep
 
 # The Raft RPCs, as the core speaks them: (api key, version).
 RAFT_APIS = {
-    "Vote": (52, 0),
+    "Vote": (52, 2),  # KIP-996: PreVote
     "BeginQuorumEpoch": (53, 0),
     "EndQuorumEpoch": (54, 0),
     "Fetch": (1, 13),

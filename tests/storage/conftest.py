@@ -23,6 +23,7 @@ class LogFactory:
             log.close()
             return FileLog(self.path)
         log.simulate_crash()
+        log.recover()
         return log
 
 

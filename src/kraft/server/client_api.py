@@ -11,11 +11,9 @@ NodeContext (context.py).
 """
 
 import dataclasses
-import uuid
 from typing import Any
 
 from kraft.protocol import KafkaServer
-from kraft.protocol.build import build_request, build_response
 from kraft.server.admin import AdminApi
 from kraft.server.broker import BrokerLifecycle
 from kraft.server.client_reads import ClientReads
@@ -23,15 +21,13 @@ from kraft.server.context import NodeContext
 from kraft.server.describe_cluster import DescribeCluster
 from kraft.server.describe_configs import DescribeConfigs
 from kraft.server.forwarding import Forwarding
-
-DESCRIBE_QUORUM = 55
-CORE_DESCRIBE_QUORUM = 1  # the version the Raft core answers; others are converted here
-ZERO_UUID = uuid.UUID(int=0)
+from kraft.server.raft_versions import RaftVersions
 
 
 class ClientApi:
-    def __init__(self, node: NodeContext) -> None:
+    def __init__(self, node: NodeContext, versions: RaftVersions) -> None:
         self.node = node
+        self.versions = versions
         self.admin = AdminApi(node)
         self.reads = ClientReads(node)
         self.configs = DescribeConfigs(node)
@@ -40,8 +36,8 @@ class ClientApi:
         self.broker = BrokerLifecycle(node) if node.config.is_broker else None
 
     def register(self, server: KafkaServer) -> None:
-        server.register(DESCRIBE_QUORUM, 0, 2, self.describe_quorum)
-        server.register(59, 0, 0, self.fetch_snapshot)
+        self.versions.register(server, "DescribeQuorum", self.describe_quorum)
+        self.versions.register(server, "FetchSnapshot", self.fetch_snapshot, name_leader=False)
         self.forwarding.register(server)
         self.reads.register(server)
         self.configs.register(server)
@@ -51,7 +47,7 @@ class ClientApi:
         """APIs other nodes send to the controller listener: registration, heartbeats and
         forwarded admin writes (Envelope); the admin writes themselves and DescribeCluster
         (KIP-919)."""
-        server.register(DESCRIBE_QUORUM, 0, 2, self.describe_quorum_here)
+        self.versions.register(server, "DescribeQuorum", self.describe_quorum_here)
         self.admin.register_broker_apis(server)
         self.admin.register(server)
         self.forwarding.register_controller(server)
@@ -79,36 +75,15 @@ class ClientApi:
         return await self._describe_quorum(header, request, forward=False)
 
     async def _describe_quorum(self, header: Any, request: Any, forward: bool) -> Any:
-        """The core's answer (it speaks v1) in the version asked: v0 has no fetch times;
-        v2 (KIP-853) adds each replica's directory id (the zero id: a static quorum has
-        none) and the voters' endpoints, which kafka-python's describe_metadata_quorum
-        reads along with v2's error messages."""
-        version = header.request_api_version
-        if version != CORE_DESCRIBE_QUORUM:
-            request = build_request(DESCRIBE_QUORUM, CORE_DESCRIBE_QUORUM, dataclasses.asdict(request))
-        answer = None
+        """The core's answer to the request in the core's version (raft_versions.py converts
+        from and to the version asked), the leader's when `forward` and another node leads."""
         if forward and not self.node.is_leader and self.node.leader_id is not None:
             try:
-                answer = await self.forwarding.ask_leader(
+                return await self.forwarding.ask_leader(
                     request, self.node.config["controller.quorum.request.timeout.ms"] / 1000)
             except (ConnectionError, TimeoutError, OSError):
-                answer = None  # this node's own answer names the leader it knows
-        if answer is None:
-            answer = await self.node.handle_raft_request(header, request)
-        if version == CORE_DESCRIBE_QUORUM:
-            return answer
-        data = dataclasses.asdict(answer) | {"error_message": None}
-        for topic in data["topics"]:
-            for p in topic["partitions"]:
-                p["error_message"] = None
-                for replica in p["current_voters"] + p["observers"]:
-                    replica["replica_directory_id"] = ZERO_UUID
-        c = self.node.config
-        listener = c.controller_listener
-        data["nodes"] = [{"node_id": n, "listeners": [{"name": listener.name if listener else "CONTROLLER",
-                                                         "host": ep.host, "port": ep.port}]}
-                         for n, ep in sorted(c.voters.items())]
-        return build_response(DESCRIBE_QUORUM, version, data)
+                pass  # this node's own answer names the leader it knows
+        return await self.node.handle_raft_request(header, request)
 
     async def fetch_snapshot(self, header: Any, request: Any) -> Any:
         """The core's answer, fenced by the leader epoch as on the controller listener; on this

@@ -37,6 +37,7 @@ from kraft.server.client_api import ClientApi
 from kraft.server.config import ServerConfig
 from kraft.server.metrics import NodeMetrics
 from kraft.server.peers import Peers
+from kraft.server.raft_versions import PEER_RPCS, RaftVersions
 from kraft.storage import (
     CorruptLogError,
     CorruptSnapshotError,
@@ -62,13 +63,15 @@ PARTITION_DIR = "__cluster_metadata-0"
 # come from the storage it was handed.
 FATAL = (InvariantViolation, OSError, CorruptLogError, CorruptSnapshotError, ReplayError)
 
-# The Raft RPCs, as the core speaks them: (api key, version).
+# The Raft RPCs, as the core speaks them: (api key, version). Every other version Kafka
+# defines is converted to and from these (raft_versions.py); peers send these.
 RAFT_APIS = {
     "Vote": (52, 2),  # KIP-996: PreVote
     "BeginQuorumEpoch": (53, 0),
     "EndQuorumEpoch": (54, 0),
     "Fetch": (1, 13),
     "FetchSnapshot": (59, 0),
+    "DescribeQuorum": (55, 1),
 }
 
 
@@ -162,15 +165,16 @@ class KraftNode:
             c["controller.quorum.election.timeout.ms"],
         )
         max_frame = c["socket.request.max.bytes"]
+        versions = RaftVersions(c, RAFT_APIS)
         if c.is_voter:
             self.raft_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits,
                                            name=f"node {self.node_id} controller listener")
-            for key, version in RAFT_APIS.values():
-                self.raft_server.register(key, version, version, self.handle_raft_request)
+            for name in PEER_RPCS:
+                versions.register(self.raft_server, name, self.handle_raft_request)
             listener = c.controller_listener
             assert listener is not None
             self.raft_address = await self.raft_server.start(listener.endpoint.host, listener.endpoint.port)
-        self.client_api = ClientApi(self)
+        self.client_api = ClientApi(self, versions)
         self.client_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits,
                                          name=f"node {self.node_id} client listener")
         self.client_api.register(self.client_server)

@@ -1,0 +1,162 @@
+"""Every version Kafka defines of the KRaft RPCs, answered by a core that speaks one of each.
+
+The Raft core reads and writes one kio class per RPC (raft/messages.py); the node's table
+RAFT_APIS names those versions. A request in another version is converted to the core's
+class on the way in and the core's answer back to the version asked on the way out
+(kraft.protocol.build.convert): fields the other version lacks are dropped, fields it
+lacks are given Kafka's value for an absent field (below). A request in the core's own
+version goes through untouched, so what kraft nodes send each other (peers.py sends the
+core's versions) costs nothing here.
+
+What each version adds, from Kafka's message schemas:
+- Vote v1 (KIP-853): the voter's id, candidate and voter directory ids, the leader's endpoints
+  in the answer; v2 (KIP-996): PreVote.
+- BeginQuorumEpoch v1, EndQuorumEpoch v1 (KIP-853): the voter's id and directory id, the
+  leader's endpoints, EndQuorumEpoch's successors as (id, directory id) candidates; the
+  leader's endpoints in the answer.
+- Fetch v13 (topic ids) is the oldest a KRaft leader accepts: below it topics are named, and
+  Kafka's leader, which checks the topic id, answers them INVALID_REQUEST; so kraft does not
+  advertise them. v14 changes nothing here (tiered storage's error), v15 (KIP-903) carries the
+  replica as ReplicaState (id, broker epoch), v16 (KIP-951) has endpoints in the answer,
+  v17 (KIP-853) the replica's directory id; Kafka's KRaft leader names itself in the
+  answer's endpoints from v17 on, and so does kraft.
+- FetchSnapshot v1 (KIP-853): the replica's directory id; the leader's endpoints in the answer.
+- DescribeQuorum v1: fetch and caught-up times; v2 (KIP-853): directory ids, error messages,
+  and every voter's endpoints.
+
+The endpoints a node gives are the ones it knows: controller.quorum.voters, under the
+controller listener's name. A static quorum has no directory ids, so every one given is the
+zero id. A version above the core's is served only if nothing it can say would be lost on
+the way to the core: Vote v2's PreVote cannot be dropped (a pre-vote taken as a vote would
+move the voter to the candidate's epoch), so Vote v2 is served only by a core that speaks it.
+"""
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from kraft.protocol import KafkaServer
+from kraft.protocol.build import convert, field_names
+from kraft.protocol.codec import request_class, response_class
+from kraft.raft import messages as m
+from kraft.server.config import ServerConfig
+
+VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE_QUORUM = 52, 53, 54, 1, 59, 55
+
+# The versions Kafka 4.x's controller listener serves, by the names RAFT_APIS uses.
+KAFKA_VERSIONS: dict[str, tuple[int, int, int]] = {
+    "Vote": (VOTE, 0, 2),
+    "BeginQuorumEpoch": (BEGIN_QUORUM_EPOCH, 0, 1),
+    "EndQuorumEpoch": (END_QUORUM_EPOCH, 0, 1),
+    "Fetch": (FETCH, 13, 17),
+    "FetchSnapshot": (FETCH_SNAPSHOT, 0, 1),
+    "DescribeQuorum": (DESCRIBE_QUORUM, 0, 2),
+}
+
+# The RPCs kraft nodes send each other: the controller listener serves them, and only it.
+PEER_RPCS = ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot")
+
+# The zero directory id (Kafka's absent value) as kio holds it: it reads zero as None, and
+# writes None as zero, or leaves a tagged field out, as Kafka leaves out a default.
+NO_DIRECTORY = None
+
+# Kafka's value for a field the version at hand lacks, per API: a constant, or a function of
+# the entity that carries the same fact in another shape.
+ABSENT: dict[int, dict[str, Any]] = {
+    VOTE: {"replica_directory_id": NO_DIRECTORY, "voter_directory_id": NO_DIRECTORY, "pre_vote": False},
+    BEGIN_QUORUM_EPOCH: {"voter_directory_id": NO_DIRECTORY, "leader_endpoints": ()},
+    END_QUORUM_EPOCH: {
+        "leader_endpoints": (),
+        "preferred_successors": lambda p: tuple(c.candidate_id for c in p.preferred_candidates),
+        "preferred_candidates": lambda p: [{"candidate_id": i, "candidate_directory_id": NO_DIRECTORY}
+                                           for i in p.preferred_successors],
+    },
+    FETCH: {
+        "replica_id": lambda r: r.replica_state.replica_id,
+        "replica_state": lambda r: {"replica_id": r.replica_id, "replica_epoch": -1},  # a controller has no broker epoch
+        "replica_directory_id": NO_DIRECTORY,
+    },
+    FETCH_SNAPSHOT: {"replica_directory_id": NO_DIRECTORY},
+    DESCRIBE_QUORUM: {"error_message": None, "replica_directory_id": NO_DIRECTORY},
+}
+
+# Request fields that change what the core must do, so a version holding one is served only
+# by a core whose version holds it too.
+NOT_DROPPABLE = frozenset({"pre_vote"})
+
+# The first version whose answer names the leader's endpoints, where it is not the first
+# version that has the field (Fetch v16 has it for brokers; Kafka's KRaft leader fills it from v17).
+ENDPOINTS_SINCE = {FETCH: 17}
+
+Answer = Callable[[Any, Any], Awaitable[Any]]
+
+
+def served_range(key: int, low: int, high: int, core: int) -> tuple[int, int]:
+    """Kafka's range, up to the first version above the core's that says what the core cannot hear."""
+    hears = field_names(request_class(key, core))
+    top = core
+    while top < high and NOT_DROPPABLE & field_names(request_class(key, top + 1)) <= hears:
+        top += 1
+    return low, top
+
+
+class RaftVersions:
+    """The conversions for one node: its core's versions (RAFT_APIS) and its voters' endpoints."""
+
+    def __init__(self, config: ServerConfig, core_versions: Mapping[str, tuple[int, int]]) -> None:
+        self.config = config
+        self.core: dict[str, int] = {}
+        self.served: dict[str, tuple[int, int]] = {}
+        for name, (key, low, high) in KAFKA_VERSIONS.items():
+            core_key, version = core_versions[name]
+            if core_key != key or not low <= version <= high:
+                raise ValueError(f"the core's {name} is API {core_key} v{version}; Kafka's is API {key} v{low}-v{high}")
+            self.core[name] = version
+            self.served[name] = served_range(key, low, high, version)
+
+    def register(self, server: KafkaServer, name: str, answer: Answer, name_leader: bool = True) -> None:
+        """Serves every version of `name` that can be, each through `answer`, which takes and
+        returns the core's version. `name_leader`: whether answers name the leader's controller
+        endpoint (on the client listener they do not: Kafka names the leader's endpoint on the
+        listener the request came in on, and a client would not reach the controller one)."""
+        key = KAFKA_VERSIONS[name][0]
+        core = self.core[name]
+        core_request = request_class(key, core)
+        # The core's answer needs nothing here: a kraft follower's Fetch, each time.
+        as_it_is = not field_names(response_class(key, core)) & {"node_endpoints", "nodes"}
+
+        async def handle(header: Any, request: Any) -> Any:
+            version = header.request_api_version
+            if version == core and as_it_is:
+                return await answer(header, request)
+            if version != core:
+                request = convert(request, core_request, ABSENT[key])
+            return self._answer_in(key, version, await answer(header, request), name_leader)
+
+        server.register(key, *self.served[name], handle)
+
+    def _answer_in(self, key: int, version: int, answer: Any, name_leader: bool = True) -> Any:
+        """The core's `answer` in `version`, with the endpoints this node knows."""
+        cls = response_class(key, version)
+        fields = field_names(cls)
+        given: dict[str, Any] = {}
+        if "node_endpoints" in fields:
+            leader = _leader_of(answer)
+            endpoint = self.config.voters.get(leader) if name_leader else None
+            if endpoint is None or version < ENDPOINTS_SINCE.get(key, 0):
+                given["node_endpoints"] = []
+            else:
+                given["node_endpoints"] = [{"node_id": leader, "host": endpoint.host, "port": endpoint.port}]
+        if "nodes" in fields:  # DescribeQuorum v2: every voter
+            listener = self.config["controller.listener.names"][0]
+            given["nodes"] = [{"node_id": n, "listeners": [{"name": listener, "host": ep.host, "port": ep.port}]}
+                              for n, ep in sorted(self.config.voters.items())]
+        return convert(answer, cls, ABSENT[key], given)
+
+
+def _leader_of(answer: Any) -> int:
+    """The leader an answer names (-1 if none): a partition's leader_id, or its current_leader."""
+    p = m.partition_of(answer)
+    if p is None:
+        return -1
+    current = getattr(p, "current_leader", None)
+    return current.leader_id if current is not None else p.leader_id

@@ -13,6 +13,13 @@ excluded. Target (issue 9): the batch sources at least 0.3x Parquet's rows per s
 A third row, for context: a Python data source that does no work per row at all (it yields
 one prebuilt Arrow batch of the same rows, over and over). It is the most any Python data
 source can reach through Spark, and shows how much of kraft-files' time is its own.
+
+Then streams (issue 17): spark.readStream.format("kraft") from the live node, from earliest,
+with Trigger.AvailableNow into Spark's noop sink, without maxOffsetsPerTrigger (one
+micro-batch) and with it (THROTTLES: many micro-batches). Records/s is the rows the query's
+progress reports over the wall time from start() to its end; the best of STREAM_ROUNDS, the
+settings taking turns. The ratios are each throttled stream's records/s over the unthrottled
+one's: what cutting a stream into micro-batches costs.
 """
 
 import json
@@ -38,8 +45,11 @@ PER_BATCH = 1000
 VALUE = 100
 ROUNDS = 7
 TARGET = 0.3
+THROTTLES = (None, 100_000, 10_000)  # maxOffsetsPerTrigger of each stream (None: not set)
+STREAM_ROUNDS = 3
 
-# Every column, so that both sources produce all of it.
+# Every column of the default row (Spark's headers column only comes with includeHeaders),
+# so that every source produces all of it.
 QUERY = [
     "count(*) AS records",
     "sum(length(value)) AS value_bytes",
@@ -49,9 +59,9 @@ QUERY = [
     "max(offset) AS last_offset",
     "max(timestamp) AS last_timestamp",
     "sum(timestampType) AS timestamp_types",
-    "sum(size(headers)) AS headers",
     "max(leaderEpoch) AS epoch",
     "sum(CAST(isControl AS INT)) AS controls",
+    "count(snapshot) AS snapshot_rows",
 ]
 
 
@@ -149,6 +159,39 @@ def best_interleaved(runs: list) -> list[tuple[float, list]]:
     return [(min(t), r) for t, r in zip(times, results)]
 
 
+def stream_once(spark, bootstrap: str, checkpoint: Path, throttle: int | None) -> tuple[float, int, int]:
+    """(seconds, rows, micro-batches) of one AvailableNow stream of the whole log into noop."""
+    reader = (spark.readStream.format("kraft").option("kafka.bootstrap.servers", bootstrap)
+              .option("startingOffsets", "earliest"))
+    if throttle is not None:
+        reader = reader.option("maxOffsetsPerTrigger", throttle)
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    start = time.perf_counter()
+    query = (reader.load().writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    elapsed = time.perf_counter() - start
+    # From the last progress, not a sum over recentProgress, which keeps only the last 100.
+    last = query.lastProgress
+    end = json.loads(last["sources"][0]["endOffset"])["__cluster_metadata"]["0"]["offset"]
+    return elapsed, end, last["batchId"] + 1  # the log starts at 0: the end offset is the rows read
+
+
+def stream_rates(spark, bootstrap: str, work: Path) -> list[dict]:
+    """One row per throttle: the best records/s of STREAM_ROUNDS, the throttles taking turns."""
+    runs: dict[int | None, list[tuple[float, int, int]]] = {t: [] for t in THROTTLES}
+    for _ in range(STREAM_ROUNDS):
+        for throttle in THROTTLES:
+            runs[throttle].append(stream_once(spark, bootstrap, work / "checkpoint", throttle))
+    rows = []
+    for throttle, measured in runs.items():
+        seconds, records, batches = max(measured, key=lambda m: m[1] / m[0])
+        assert records >= RECORDS, (throttle, records)  # the whole log, and what the node added since
+        rows.append({"maxOffsetsPerTrigger": throttle or "not set", "micro_batches": batches, "records": records,
+                     "seconds": seconds, "records_s": records / seconds})
+    return rows
+
+
 def main() -> int:
     work = RESULTS / "spark-bench"
     shutil.rmtree(work, ignore_errors=True)
@@ -171,6 +214,7 @@ def main() -> int:
         }
         timed = best_interleaved([lambda df=df: df.selectExpr(*QUERY).collect() for df in frames.values()])
         tasks = [df.rdd.getNumPartitions() for df in frames.values()]
+        streams = stream_rates(spark, cluster.bootstrap_servers(), work)
         spark.stop()
     finally:
         cluster.stop()
@@ -189,7 +233,13 @@ def main() -> int:
     for name, ratio in ratios.items():
         print(f"ratio = {name} rows/s / parquet rows/s = {ratio:.2f} (target >= {TARGET})")
     print(f"a Python data source that does no work per row: {t_parquet / t_floor:.2f}x parquet's rows/s")
-    print(f"results: {write_results('spark', rows, ratio=ratios['kraft'], ratio_files=ratios['kraft-files'], target=TARGET)}")
+    print(f"\nstreams of the live log, AvailableNow into noop, best of {STREAM_ROUNDS}\n")
+    print_table(streams, ["maxOffsetsPerTrigger", "micro_batches", "records", "seconds", "records_s"])
+    unthrottled = streams[0]["records_s"]
+    stream_ratios = {str(row["maxOffsetsPerTrigger"]): row["records_s"] / unthrottled for row in streams[1:]}
+    for throttle, ratio in stream_ratios.items():
+        print(f"ratio = records/s with maxOffsetsPerTrigger {throttle} / without = {ratio:.2f}")
+    print(f"results: {write_results('spark', rows, ratio=ratios['kraft'], ratio_files=ratios['kraft-files'], target=TARGET, streams=streams, stream_ratios=stream_ratios)}")
     return 0 if min(ratios.values()) >= TARGET else 1
 
 

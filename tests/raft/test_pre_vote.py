@@ -121,3 +121,25 @@ def test_a_single_voter_elects_itself_at_once():
     node = Node(1, voters=(1,))
     node.advance(3000)
     assert (node.core.role, node.core.epoch) == (Role.LEADER, 1)
+
+
+def test_a_grant_from_a_voter_still_naming_the_old_leader_counts():
+    """Every voter answering a follower's pre-vote names the leader it last knew: the answer
+    is a grant to count, not news of a leader to follow again (else no one ever campaigns
+    after a leader dies)."""
+    node = follower_of_1()
+    node.advance(node.config.fetch_timeout_ms)
+    asked = {s.destination: s for s in node.sends(m.VoteRequest)}
+    node.core.handle_response(asked[2].request_id, m.vote_response(ErrorCode.none, 1, 2, True), node.now)
+    assert (node.core.role, node.core.epoch) == (Role.CANDIDATE, 3)
+
+
+def test_a_follower_whose_pre_vote_fails_follows_its_leader_again():
+    node = follower_of_1()
+    node.advance(node.config.fetch_timeout_ms)
+    asked = {s.destination: s for s in node.sends(m.VoteRequest)}
+    node.core.handle_response(asked[2].request_id, m.vote_response(ErrorCode.none, 1, 2, False), node.now)
+    node.core.handle_send_failure(asked[1].request_id, node.now)
+    assert (node.core.role, node.core.leader_id, node.core.epoch) == (Role.FOLLOWER, 1, 2)
+    node.advance(node.config.retry_backoff_ms)
+    assert [s.destination for s in node.sends(m.FetchRequest)] == [1], "fetching from its leader again"

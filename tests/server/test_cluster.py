@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from kraft.cli.cluster_client import create_topic, create_topic_at_leader, describe_quorum, leader, metric
+from kraft.cli.cluster_client import (
+    create_topic,
+    create_topic_at_leader,
+    describe_quorum,
+    leader,
+    metric,
+    request,
+    run_async,
+)
 from kraft.cli.local_cluster import LocalCluster
 from kraft.cli.quorum_cmd import replication_lines, status_lines
 from kraft.protocol import ErrorCode
@@ -58,10 +66,15 @@ def test_a_leader_is_elected_and_everyone_replicates(cluster):
 
 
 def test_a_non_leader_says_who_leads(cluster):
+    """On the controller listener a voter answers for itself; on the client listener it
+    asks the leader, as Kafka's brokers forward DescribeQuorum."""
     leader_id, epoch = leader(cluster)
     other = next(n for n in cluster.voter_ids if n != leader_id)
+    own = run_async(request(cluster.nodes[other].controller_port, m.describe_quorum_request())).topics[0].partitions[0]
+    assert (own.error_code, own.leader_id, own.leader_epoch) == (ErrorCode.not_leader_or_follower, leader_id, epoch)
     p = describe_quorum(cluster, other)
-    assert (p.error_code, p.leader_id, p.leader_epoch) == (ErrorCode.not_leader_or_follower, leader_id, epoch)
+    assert (p.error_code, p.leader_id, p.leader_epoch) == (ErrorCode.none, leader_id, epoch)
+    assert sorted(v.replica_id for v in p.current_voters) == [1, 2, 3], "the leader's view"
 
 
 def test_sigkill_of_the_leader_under_write_load_loses_no_acknowledged_write(cluster):

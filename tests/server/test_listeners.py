@@ -183,7 +183,7 @@ def test_a_peer_vote_is_answered_while_its_fetch_is_parked():
             return m.vote_response(ErrorCode.none, leader_id=-1, epoch=1, granted=True)
 
         server.register(1, 13, 13, parked_fetch)
-        server.register(52, 0, 0, vote)
+        server.register(52, 0, 2, vote)
         host, port = await server.start()
         peers = Peers({2: Endpoint(host, port)}, "node-1", request_timeout_ms=3000, election_timeout_ms=1000)
         try:

@@ -88,6 +88,13 @@ class Elections:
         voters = self.config.voters
         lost = len(voters) - len(campaign.rejected | campaign.unreachable) < self.config.majority
         if now >= campaign.election_deadline or lost:
+            leader = self.quorum.leader_id
+            if isinstance(campaign, Prospective) and leader is not None:
+                # As Kafka: a follower whose pre-vote failed follows its leader again (the
+                # voters refusing it still hear from that leader); it asks again if its
+                # fetches time out again.
+                self.quorum.become_follower(self.quorum.epoch, leader, now)
+                return True
             campaign.backoff_until = now + self.rng.randrange(self.config.election_backoff_max_ms + 1)
             return False
         last = self.history.last()

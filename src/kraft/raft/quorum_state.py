@@ -191,7 +191,9 @@ class QuorumState:
             else:
                 self.become_unattached(epoch, now)
             return True
-        if epoch == self.epoch and 0 <= leader_id != self.node_id and self.role in (
+        # The leader of our epoch, when we know none: a prospective that followed one still
+        # knows it (every voter it asks names it too), and must count their answers.
+        if epoch == self.epoch and 0 <= leader_id != self.node_id and self.leader_id is None and self.role in (
                 Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE, Role.CANDIDATE):
             self.become_follower(epoch, leader_id, now)
             return True

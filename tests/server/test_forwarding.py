@@ -8,11 +8,12 @@ from kraft.cli.cluster_client import create_topic_at_leader, leader, request, ru
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.codec import decode_response, encode, response_class
-from kraft.server.forwarding import ANONYMOUS, UNKNOWN_ADDRESS
+from kraft.server.forwarding import address_bytes, principal_data
 
 from .cluster_helpers import wait_for
 
 CREATE_TOPICS, METADATA, ENVELOPE = 19, 3, 58
+ANONYMOUS, UNKNOWN_ADDRESS = principal_data("User:ANONYMOUS"), address_bytes("")
 
 
 def create_topics_request(name: str, timeout_s: float = 30) -> Any:

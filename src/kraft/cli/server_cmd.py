@@ -137,7 +137,7 @@ def server_start(config_path: str) -> int:
         log.warning(warning)
     try:
         node = KraftNode(config)
-    except (StorageNotFormattedError, DirectoryInUseError) as e:
+    except (StorageNotFormattedError, DirectoryInUseError, ConfigError) as e:
         print(f"kraft server start: {e}", file=sys.stderr)
         return 1
     try:

@@ -7,22 +7,46 @@ the staging buffer into a buffer of its own size, in place. A FetchSnapshot chun
 large Fetch response is then copied once from the socket, not three times (a stream
 reader's bytes per read, its buffer, the frame sliced out of it), and arrives in a few
 reads rather than one per 256 KiB with a pause of the socket in between.
+
+A connection to a secured listener takes the TLS context to connect with (the server's name
+checked against its certificate when the context says so) and a SASL login, made before
+the connection is handed out: SaslHandshake v1, then SaslAuthenticate until the mechanism's
+exchange is done. A refused login is a LoginRefused, a ConnectionError, so callers that
+retry a connection retry it as they do any other failure to connect.
 """
 
 import asyncio
 import itertools
 import logging
+import ssl
 import struct
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from kraft.protocol.build import build_request
 from kraft.protocol.codec import decode_response, encode_request, response_class
-from kraft.protocol.errors import FrameTooLargeError, MalformedFrameError, ProtocolError
+from kraft.protocol.errors import ErrorCode, FrameTooLargeError, MalformedFrameError, ProtocolError
 from kraft.protocol.flow import WriteFlow
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, SIZE
+from kraft.security.sasl import SaslAuthenticationError, SaslClientExchange
 
 log = logging.getLogger("kraft.protocol.connection")
 _CORRELATION_ID = struct.Struct(">i")
 _STAGING_BYTES = 64 * 1024
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+
+
+class LoginRefused(ConnectionError):
+    """The server refused the SASL login (or does not offer the mechanism)."""
+
+
+@dataclass(frozen=True)
+class ClientLogin:
+    """A SASL login: the mechanism's name and a factory of fresh client exchanges."""
+
+    mechanism: str
+    exchange: Callable[[], SaslClientExchange]
 
 
 class _FrameProtocol(WriteFlow, asyncio.BufferedProtocol):
@@ -136,12 +160,39 @@ class KafkaConnection:
         client_id: str = "kraft",
         timeout: float = 5.0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        tls: ssl.SSLContext | None = None,
+        login: ClientLogin | None = None,
     ) -> "KafkaConnection":
+        """A connection to host:port, over TLS with `tls`, logged in with `login`."""
         connection = cls(client_id, max_frame_bytes)
         loop = asyncio.get_running_loop()
-        transport, _ = await asyncio.wait_for(loop.create_connection(lambda: connection._protocol, host, port), timeout)
+        transport, _ = await asyncio.wait_for(
+            loop.create_connection(lambda: connection._protocol, host, port, ssl=tls,
+                                   server_hostname=host if tls is not None else None), timeout)
         connection._transport = transport
+        if login is not None:
+            try:
+                await connection._login(login, timeout)
+            except BaseException:
+                connection.close()
+                raise
         return connection
+
+    async def _login(self, login: ClientLogin, timeout: float) -> None:
+        answer = await self.request(build_request(SASL_HANDSHAKE, 1, {"mechanism": login.mechanism}), timeout)
+        if answer.error_code != ErrorCode.none:
+            raise LoginRefused(f"SASL handshake refused ({answer.error_code.name}): the server offers "
+                               f"{', '.join(answer.mechanisms) or 'no mechanism'}, not {login.mechanism}")
+        exchange = login.exchange()
+        token: bytes | None = exchange.first()
+        while token is not None:
+            answer = await self.request(build_request(SASL_AUTHENTICATE, 2, {"auth_bytes": token}), timeout)
+            if answer.error_code != ErrorCode.none:
+                raise LoginRefused(f"SASL {login.mechanism} login refused: {answer.error_message}")
+            try:
+                token = exchange.respond(bytes(answer.auth_bytes))
+            except SaslAuthenticationError as e:
+                raise LoginRefused(f"SASL {login.mechanism} login: {e}") from None
 
     @property
     def closed(self) -> bool:

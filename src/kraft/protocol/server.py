@@ -29,12 +29,20 @@ A connection that ends while its request is being handled stops the handler: wha
 request already set going (records submitted to the log) goes on, as in Kafka, but a
 parked Fetch, whose wait the client chooses (up to 24 days), no longer holds its
 connection's slot and memory once nobody is there to answer.
+
+A listener's security (ListenerSecurity: kraft.protocol.session) adds TLS to its sockets
+(the handshake within kraft.request.arrival.timeout.ms; a failed one closes the connection
+with a throttled line) and, on a SASL listener, the login every connection must make first
+(kraft.protocol.sasl_gate). Each connection's Session (listener, client address, principal)
+is set in its task, where its handlers read it. A PLAINTEXT connection does nothing more per
+request than before: one flag is read.
 """
 
 import asyncio
 import logging
 import os
 import socket
+import ssl
 import struct
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -59,8 +67,11 @@ from kraft.protocol.limits import (
     Throttled,
 )
 from kraft.protocol.listener import Connection, IdleConnection
-from kraft.protocol.regions import Segment, encode_response_segments
+from kraft.protocol.regions import Region, Segment, encode_response_segments
+from kraft.protocol.sasl_gate import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslGate, refuse_before_login
+from kraft.protocol.session import PLAINTEXT_LISTENER, SESSION, SSL, ListenerSecurity, Session
 from kraft.protocol.tasks import cancel_and_wait
+from kraft.security.tls import subject_name
 
 log = logging.getLogger("kraft.protocol.server")
 
@@ -70,6 +81,7 @@ _BACKLOG = 100
 _ACCEPTS_PER_WAKEUP = 100  # then the loop serves others before accepting more
 _ACCEPT_BACKOFF_S = (0.01, 1.0)  # first and longest pause after a failed accept
 _BURST_QUIET_S = 5.0  # accept errors this far apart are two bursts, each logged
+_TLS_PIECE = 1 << 20  # a file region goes through TLS in pieces of this size
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 """async (request_header, request) -> response entity of the request's version, or None
@@ -92,10 +104,12 @@ class KafkaServer:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         limits: ListenerLimits = KAFKA_DEFAULTS,
         name: str = "listener",
+        security: ListenerSecurity = PLAINTEXT_LISTENER,
     ) -> None:
         self.max_frame_bytes = max_frame_bytes
         self.limits = limits
         self.name = name
+        self.security = security
         self._endpoints: dict[int, Endpoint] = {}
         self._memory = RequestMemory(limits.queued_max_request_bytes)
         self._socket: socket.socket | None = None
@@ -112,7 +126,12 @@ class KafkaServer:
         self._failures = Throttled(log, name, "connections closed after a handler failed")
         self._rejections = Throttled(log, name, "connections rejected (max.connections.per.ip)")
         self._saturated = Throttled(log, name, "times accepting stopped at a connection limit")
+        self._refused_logins = Throttled(log, name, "connections closed after a refused SASL login")
         self.register(API_VERSIONS, 0, 4, self._api_versions)
+        if security.uses_sasl:
+            gate = SaslGate(security)
+            self.register(SASL_HANDSHAKE, 1, 1, gate.handshake)
+            self.register(SASL_AUTHENTICATE, 0, 2, gate.authenticate)
 
     def register(self, api_key: int, min_version: int, max_version: int, handler: Handler) -> None:
         """Serves `api_key` in [min_version, max_version] with `handler`."""
@@ -164,7 +183,8 @@ class KafkaServer:
             self._socket.close()
             self._socket = None
         await cancel_and_wait(self._connections)
-        for throttled in (self._bad_requests, self._failures, self._rejections, self._saturated):
+        for throttled in (self._bad_requests, self._failures, self._rejections, self._saturated,
+                          self._refused_logins):
             throttled.flush()
 
     # ---------------------------------------------------------------- accepting
@@ -259,7 +279,7 @@ class KafkaServer:
             return
         DESCRIPTORS.acquire()
         self._per_ip[ip] += 1
-        task = asyncio.get_running_loop().create_task(self._serve_socket(sock))
+        task = asyncio.get_running_loop().create_task(self._serve_socket(sock, ip))
         self._connections.add(task)
         task.add_done_callback(lambda done: self._closed(done, sock, ip))
 
@@ -275,27 +295,45 @@ class KafkaServer:
 
     # ---------------------------------------------------------------- serving
 
-    async def _serve_socket(self, sock: socket.socket) -> None:
+    async def _serve_socket(self, sock: socket.socket, ip: str) -> None:
         task = asyncio.current_task()
         assert task is not None
         connection = Connection(self.max_frame_bytes, self.limits, self._memory, task.cancel)
+        security = self.security
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(lambda: connection, sock)
-            await self._serve(connection)
+            port = sock.getpeername()[1]
         except OSError:
+            port = 0
+        session = Session(self.name, security.protocol, (ip, port), authenticated=not security.uses_sasl)
+        SESSION.set(session)  # this task's context: its handlers read it
+        try:
+            if security.tls is None:
+                await asyncio.get_running_loop().connect_accepted_socket(lambda: connection, sock)
+            else:
+                await asyncio.get_running_loop().connect_accepted_socket(
+                    lambda: connection, sock, ssl=security.tls,
+                    ssl_handshake_timeout=self.limits.request_arrival_timeout_ms / 1000)
+                if security.protocol == SSL:
+                    session.principal = _certificate_principal(connection)
+            await self._serve(connection, session)
+        except ssl.SSLError as e:
+            self._bad_requests.event("TLS handshake with %s failed: %s", ip, e.reason or e)
+        except (OSError, TimeoutError):
             pass  # the client was gone before its transport was made
         except asyncio.CancelledError:
             pass  # the server is closing, or the client left mid-request; either way, end quietly
         finally:
             connection.fail(ConnectionError("the server closed the connection"))
 
-    async def _serve(self, connection: Connection) -> None:
+    async def _serve(self, connection: Connection, session: Session) -> None:
         header = None
         try:
             while True:
                 frame = await connection.next_frame()
                 header = None
                 try:
+                    if not session.authenticated:
+                        refuse_before_login(peek_api(frame)[0])
                     handler, header, request = self._decode(frame)
                 finally:
                     connection.release_frame()
@@ -303,7 +341,11 @@ class KafkaServer:
                 connection.handled()
                 if response is not None:
                     segments = encode_response_segments(header.correlation_id, response)
-                    await _write_segments(connection, segments)
+                    await _write_segments(connection, segments, self.security.tls is not None)
+                if session.close_after_response:
+                    self._refused_logins.event("closing connection from %s after a refused SASL login (%s)",
+                                               connection.peer, session.mechanism)
+                    return
         except IdleConnection as e:
             log.debug("%s: closing connection from %s: %s", self.name, connection.peer, e)
         except ConnectionError:
@@ -359,8 +401,18 @@ class KafkaServer:
         return schema.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys, throttle_time=timedelta(0))
 
 
-async def _write_segments(connection: Connection, segments: list[Segment]) -> None:
-    """Writes a response: bytes as they are, regions with os.sendfile (file to socket)."""
+def _certificate_principal(connection: Connection) -> str:
+    """`User:<subject DN>` of the client's certificate, or ANONYMOUS without one (Kafka's
+    DefaultKafkaPrincipalBuilder on an SSL listener, ssl.principal.mapping.rules=DEFAULT)."""
+    transport = connection.transport
+    tls = transport.get_extra_info("ssl_object") if transport is not None else None
+    subject = subject_name(tls.getpeercert() or {}) if tls is not None else None
+    return f"User:{subject}" if subject else "User:ANONYMOUS"
+
+
+async def _write_segments(connection: Connection, segments: list[Segment], tls: bool = False) -> None:
+    """Writes a response: bytes as they are, regions with os.sendfile (file to socket), or
+    over TLS, which encrypts in this process, read from the file in pieces and written."""
     transport = connection.transport
     assert transport is not None
     loop = asyncio.get_running_loop()
@@ -371,8 +423,28 @@ async def _write_segments(connection: Connection, segments: list[Segment]) -> No
             transport.write(segment)
             continue
         await connection.drain()
+        if tls:
+            await _write_region(connection, segment)
+            continue
         with os.fdopen(os.dup(segment.fileno()), "rb") as file:
             sent = await loop.sendfile(transport, file, segment.position, segment.length)
         if sent != segment.length:
             raise ConnectionError(f"the file shrank while it was being sent ({sent} of {segment.length} bytes)")
     await connection.drain()
+
+
+async def _write_region(connection: Connection, region: Region) -> None:
+    """A file region through a TLS transport: asyncio's sendfile fallback swaps the
+    transport's protocol while it runs, which a TLS transport carrying a buffered protocol
+    does not survive, so the region is read in pieces (pread, no seek shared with others)."""
+    transport = connection.transport
+    assert transport is not None
+    position, end = region.position, region.position + region.length
+    while position < end:
+        piece = os.pread(region.fileno(), min(_TLS_PIECE, end - position), position)
+        if not piece:
+            raise ConnectionError(f"the file shrank while it was being sent ({position - region.position} of "
+                                  f"{region.length} bytes)")
+        transport.write(piece)
+        position += len(piece)
+        await connection.drain()

@@ -22,7 +22,7 @@ from kraft.server.context import NodeContext
 log = logging.getLogger("kraft.server.broker")
 
 REGISTRATION_VERSION, HEARTBEAT_VERSION = 3, 1
-PLAINTEXT = 0
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # Kafka's SecurityProtocol ids
 
 
 class BrokerLifecycle:
@@ -59,8 +59,8 @@ class BrokerLifecycle:
             if self._connection is not None:
                 self._connection.close()
             endpoint = self.node.config.voters[leader]
-            self._connection = await KafkaConnection.connect(endpoint.host, endpoint.port,
-                                                            client_id=f"kraft-broker-{self.node.node_id}")
+            self._connection = await self.node.controller_connector.connect(
+                endpoint, client_id=f"kraft-broker-{self.node.node_id}")
             self._controller = leader
         return await self._connection.request(request, 5.0)
 
@@ -70,7 +70,8 @@ class BrokerLifecycle:
             "broker_id": self.node.node_id,
             "cluster_id": self.node.cluster_id,
             "incarnation_id": self.incarnation,
-            "listeners": [{"name": self._listener_name(), "host": host, "port": port, "security_protocol": PLAINTEXT}],
+            "listeners": [{"name": self._listener_name(), "host": host, "port": port,
+                           "security_protocol": SECURITY_PROTOCOL_IDS[self._protocol()]}],
             "features": [],
             "rack": None,
             "log_dirs": [],
@@ -87,6 +88,10 @@ class BrokerLifecycle:
         """The client listener's name: Metadata answers list brokers' endpoints by it."""
         listener = self.node.config.client_listener
         return listener.name if listener is not None else "PLAINTEXT"
+
+    def _protocol(self) -> str:
+        listener = self.node.config.client_listener
+        return self.node.config.protocol(listener) if listener is not None else "PLAINTEXT"
 
     async def _heartbeat(self, want_shut_down: bool = False) -> None:
         request = build_request(63, HEARTBEAT_VERSION, {

@@ -6,8 +6,9 @@ like a misspelt key of kraft's. Every key kraft does use must parse, or start-up
 a message naming the key. Kafka's fallbacks and aliases hold: `log.dirs` (then `log.dir`)
 when there is no `metadata.log.dir`, `broker.id` for `node.id`, `inter.broker.listener.name`
 choosing the client listener, `advertised.listeners` what brokers register, and
-`listener.security.protocol.map` naming each listener's protocol. Keys that only kraft has
-start with `kraft.`.
+`listener.security.protocol.map` naming each listener's protocol. The security keys (ssl.*,
+sasl.*, and their `listener.name.<name>.` overrides) are read by security_config.py. Keys
+that only kraft has start with `kraft.`.
 """
 
 import difflib
@@ -18,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from kraft.protocol.limits import INT32_MAX, ListenerLimits
+from kraft.security.jaas import JaasEntry
+from kraft.security.tls import TlsConfigError, TlsSettings
+from kraft.server import security_config as sec
 
 
 class ConfigError(ValueError):
@@ -134,7 +138,6 @@ def _text(value: str) -> str:
 
 DAY_MS = 24 * 3600 * 1000
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
 # Kafka's default map: each security protocol's name maps to itself.
 DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 
@@ -188,7 +191,10 @@ SCHEMA: dict[str, tuple[Callable[[str], Any], Any]] = {
     "broker.heartbeat.interval.ms": (_int(1), 2000),
     "kraft.metrics.port": (_int(-1, 65535), 0),  # Prometheus endpoint; 0 picks a free port, -1 turns it off
     "kraft.metrics.host": (_text, "127.0.0.1"),
+    **sec.PER_LISTENER,
+    **sec.GLOBAL,
 }
+LISTENER_OVERRIDES = "listener.name"  # values[...]: (LISTENER, setting) -> parsed value
 
 
 @dataclass(frozen=True)
@@ -265,15 +271,50 @@ class ServerConfig:
         return found.endpoint if found is not None else listener.endpoint
 
     def protocol(self, listener: Listener) -> str:
-        """The listener's security protocol, as Kafka's effectiveListenerSecurityProtocolMap
+        return self.protocol_of(listener.name)
+
+    def protocol_of(self, name: str) -> str:
+        """A listener's security protocol, as Kafka's effectiveListenerSecurityProtocolMap
         gives it: its entry in listener.security.protocol.map; without that key, each
         protocol's own name maps to itself and the controller listeners to PLAINTEXT."""
         given = self["listener.security.protocol.map"]
         if given:
-            return given.get(listener.name, "")
-        if listener.name in self["controller.listener.names"]:
+            return given.get(name, "")
+        if name in self["controller.listener.names"]:
             return "PLAINTEXT"
-        return DEFAULT_PROTOCOL_MAP.get(listener.name, "")
+        return DEFAULT_PROTOCOL_MAP.get(name, "")
+
+    def setting(self, listener: str, key: str) -> Any:
+        """`key` for the listener: its listener.name.<name>.<key> override, else the node's."""
+        return self.values.get(LISTENER_OVERRIDES, {}).get((listener, key), self[key])
+
+    def tls_settings(self, listener: str) -> TlsSettings:
+        def get(key: str) -> Any:
+            return self.setting(listener, key)
+
+        return TlsSettings(
+            where=f"{self.source}: listener {listener}",
+            keystore_type=get("ssl.keystore.type"),
+            keystore_location=get("ssl.keystore.location"),
+            keystore_certificate_chain=get("ssl.keystore.certificate.chain"),
+            keystore_key=get("ssl.keystore.key"),
+            key_password=get("ssl.key.password"),
+            truststore_type=get("ssl.truststore.type"),
+            truststore_location=get("ssl.truststore.location"),
+            truststore_certificates=get("ssl.truststore.certificates"),
+            client_auth=get("ssl.client.auth"),
+            endpoint_identification_algorithm=get("ssl.endpoint.identification.algorithm"),
+        )
+
+    def jaas(self, listener: str, mechanism: str) -> JaasEntry | None:
+        """listener.name.<listener>.<mechanism>.sasl.jaas.config, parsed, if given."""
+        entry: JaasEntry | None = self.values.get(LISTENER_OVERRIDES, {}).get((listener, mechanism + sec.JAAS_SUFFIX))
+        return entry
+
+    @property
+    def controller_listener_name(self) -> str:
+        """The name this node's connections to controllers use: the first of controller.listener.names."""
+        return self["controller.listener.names"][0]
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -306,7 +347,18 @@ def load_config(entries: Mapping[str, str], source: str = "<config>") -> ServerC
     entries = dict(entries)
     if "node.id" not in entries and "broker.id" in entries:  # Kafka takes broker.id for node.id
         entries["node.id"] = entries["broker.id"]
+    overrides: dict[tuple[str, str], Any] = {}
     for key, raw in entries.items():
+        if key.startswith(sec.PREFIX):
+            try:
+                found = sec.listener_key(key, raw)
+            except ValueError as e:
+                raise ConfigError(f"{source}: invalid value for {key}: {e}") from None
+            if found is None:
+                unused.append(key)
+            else:
+                overrides[found[0]] = found[1]
+            continue
         if key not in SCHEMA:
             unused.append(key)
             continue
@@ -323,6 +375,7 @@ def load_config(entries: Mapping[str, str], source: str = "<config>") -> ServerC
             if default is None:
                 raise ConfigError(f"{source}: required configuration key {key!r} is missing")
             values[key] = default
+    values[LISTENER_OVERRIDES] = overrides
     config = ServerConfig(values, source, tuple(sorted(unused)))
     _check(config)
     return config
@@ -350,9 +403,7 @@ def _check(config: ServerConfig) -> None:
         if not protocol:
             raise ConfigError(f"{source}: listener.security.protocol.map: no protocol for listener {listener.name}; "
                               f"add {listener.name}:PLAINTEXT")
-        if protocol not in SUPPORTED_PROTOCOLS:
-            raise ConfigError(f"{source}: listener {listener.name} is {protocol}, which kraft does not serve yet "
-                              "(PLAINTEXT only); map it to PLAINTEXT or leave it out of listeners")
+        _check_security(config, listener.name, protocol, server=True)
     if config["inter.broker.listener.name"] and config.client_listener is None:
         raise ConfigError(f"{source}: inter.broker.listener.name {config['inter.broker.listener.name']} "
                           "is not one of listeners")
@@ -374,8 +425,59 @@ def _check(config: ServerConfig) -> None:
             )
     if config.client_listener is None:
         raise ConfigError(f"{source}: listeners: no client listener (one not in controller.listener.names)")
+    controller_name = config.controller_listener_name
+    controller_protocol = config.protocol_of(controller_name)
+    if not controller_protocol:
+        raise ConfigError(f"{source}: listener.security.protocol.map: no protocol for the controller listener "
+                          f"{controller_name}; add {controller_name}:PLAINTEXT (or SSL, SASL_SSL...)")
+    _check_security(config, controller_name, controller_protocol, server=False)
     if config["controller.quorum.fetch.timeout.ms"] <= config["controller.quorum.election.timeout.ms"] // 2:
         raise ConfigError(f"{source}: controller.quorum.fetch.timeout.ms must exceed half the election timeout")
+
+
+def _check_security(config: ServerConfig, listener: str, protocol: str, *, server: bool) -> None:
+    """What a listener's protocol needs, said without reading a file: a keystore for a TLS
+    server, mechanisms kraft serves and their JAAS entries for SASL. `server` False: this
+    node's own connections to the controller listener (peers, registration, forwarding)."""
+    source = config.source
+    try:
+        if protocol in ("SSL", "SASL_SSL"):
+            tls = config.tls_settings(listener)
+            tls.check()
+            if server and not tls.has_keystore:
+                raise TlsConfigError(f"{tls.where} is {protocol} but has no keystore: set ssl.keystore.type=PEM and "
+                                     "ssl.keystore.location (the private key and certificate chain in one PEM file)")
+    except TlsConfigError as e:
+        raise ConfigError(str(e)) from None
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return
+    where = f"{source}: listener {listener}"
+    if server:
+        mechanisms = config.setting(listener, "sasl.enabled.mechanisms")
+        wrong = [m for m in mechanisms if m not in sec.SASL_MECHANISMS]
+        if wrong or not mechanisms:
+            raise ConfigError(f"{where} is {protocol} with sasl.enabled.mechanisms {','.join(mechanisms) or '(none)'}; "
+                              f"kraft serves {', '.join(sec.SASL_MECHANISMS)}: set sasl.enabled.mechanisms (or "
+                              f"listener.name.{listener.lower()}.sasl.enabled.mechanisms)")
+    else:
+        mechanism = config["sasl.mechanism.controller.protocol"]
+        if mechanism != sec.PLAIN:
+            raise ConfigError(f"{source}: sasl.mechanism.controller.protocol is {mechanism}; kraft's nodes log in to "
+                              "the controller listener with PLAIN (SCRAM credentials live in the metadata log, which "
+                              "a controller must reach first): set it to PLAIN")
+        mechanisms = (mechanism,)
+    for mechanism in mechanisms:
+        entry = config.jaas(listener, mechanism)
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}{sec.JAAS_SUFFIX}"
+        if entry is None:
+            if mechanism == sec.PLAIN:
+                raise ConfigError(f"{where} offers PLAIN but {key} is missing: give {sec.LOGIN_MODULES[mechanism]} "
+                                  'required username="..." password="..." user_<name>="<password>";')
+            continue
+        try:
+            sec.check_jaas(key, mechanism, entry, client=not server)
+        except ValueError as e:
+            raise ConfigError(f"{source}: {e}") from None
 
 
 def read_config(path: Path | str) -> ServerConfig:

@@ -24,6 +24,7 @@ from kraft.metadata.controller import ControllerResult
 from kraft.raft import RaftCore
 from kraft.raft.epochs import EpochHistory
 from kraft.server.config import ServerConfig
+from kraft.server.listener_security import ControllerConnector
 from kraft.server.metrics import NodeMetrics
 from kraft.storage import LogReadInfo
 
@@ -65,6 +66,11 @@ class NodeContext(Protocol):
     @property
     def config(self) -> ServerConfig:
         """The node's server.properties, parsed (immutable)."""
+        ...
+
+    @property
+    def controller_connector(self) -> ControllerConnector:
+        """How this node connects to a controller listener (its TLS and SASL login)."""
         ...
 
     @property

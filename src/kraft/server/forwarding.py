@@ -12,13 +12,12 @@ listener:
 - **The request travels in an Envelope (API 58)**, as Kafka's do: the client's request
   header and body as they arrived (re-encoded), the client's principal (DefaultPrincipalData,
   version-prefixed, as Kafka's DefaultKafkaPrincipalBuilder writes it: `User:ANONYMOUS` on
-  PLAINTEXT) and its address. The controller unwraps it, answers with its own handler and
-  sends the response back in the envelope, in the client's version, which this node passes
-  on as it is. Envelope rather than a plain re-send, because the controller then knows who
-  asked: ACLs (issue 20) authorize the forwarded request by that principal, as Kafka's
-  controller does, and one Envelope handler serves every forwardable API. The client's
-  address is not known to a handler (the protocol server does not pass it on), so the
-  unspecified address 0.0.0.0 is sent; Kafka's controller uses it only in logs and quotas.
+  PLAINTEXT, the certificate's subject on SSL, the SASL user) and its address, both read from
+  the connection's session (kraft.protocol.session). The controller unwraps it, answers with
+  its own handler and sends the response back in the envelope, in the client's version,
+  which this node passes on as it is. Envelope rather than a plain re-send, because the
+  controller then knows who asked: ACLs (issue 20) authorize the forwarded request by that
+  principal, as Kafka's controller does, and one Envelope handler serves every forwardable API.
 - **Leadership moves are retried** within the request's timeout (its own, or 30 s): no
   leader known yet, a leader still catching up, a connection that fails, or an answer of
   NOT_CONTROLLER (an envelope sent to a controller that lost its leadership, which answers
@@ -44,6 +43,7 @@ Kafka's controllers do, and such a client looks the controller up again.
 
 import asyncio
 import dataclasses
+import ipaddress
 import logging
 import time
 from collections.abc import Iterator
@@ -65,6 +65,7 @@ from kraft.protocol.codec import (
 )
 from kraft.protocol.connection import KafkaConnection
 from kraft.protocol.errors import ProtocolError
+from kraft.protocol.session import current_session
 from kraft.raft import messages as m
 from kraft.server.admin import AdminApi, request_timeout_ms
 from kraft.server.context import NodeContext
@@ -75,8 +76,6 @@ ENVELOPE = 58
 RETRY_BACKOFF_S = (0.05, 0.5)  # the first pause before a retry, doubling up to the second
 CATCH_UP_POLL_S = 0.01
 _PRINCIPAL_VERSION = b"\x00\x00"  # DefaultPrincipalData's version, before its bytes
-ANONYMOUS = _PRINCIPAL_VERSION + encode(DefaultPrincipalData(type_="User", name="ANONYMOUS", token_authenticated=False))
-UNKNOWN_ADDRESS = bytes(4)  # 0.0.0.0
 
 
 def _error_codes(entity: Any) -> Iterator[int]:
@@ -97,6 +96,20 @@ def not_controller(response: Any) -> bool:
     """Whether any item was refused with NOT_CONTROLLER (Kafka's RequestChannel turns such an
     answer into an envelope-level NOT_CONTROLLER, so the forwarder retries elsewhere)."""
     return any(code == ErrorCode.not_controller for code in _error_codes(response))
+
+
+def principal_data(principal: str) -> bytes:
+    """`Type:name` as an Envelope carries it."""
+    type_, _, name = principal.partition(":")
+    return _PRINCIPAL_VERSION + encode(DefaultPrincipalData(type_=type_, name=name, token_authenticated=False))
+
+
+def address_bytes(host: str) -> bytes:
+    """The client's address as an Envelope carries it (4 or 16 bytes; 0.0.0.0 if unknown)."""
+    try:
+        return ipaddress.ip_address(host).packed
+    except ValueError:
+        return bytes(4)
 
 
 def principal_name(data: bytes | None) -> str:
@@ -180,9 +193,10 @@ class Forwarding:
             response = await self.admin.forwardable[header.request_api_key][2](header, request)
             return (None, "leadership moved") if not_controller(response) else (response, "")
         connection = await self._connection_to(leader)
+        session = current_session()
         envelope = build_request(ENVELOPE, 0, {"request_data": encode(header) + encode(request),
-                                               "request_principal": ANONYMOUS,
-                                               "client_host_address": UNKNOWN_ADDRESS})
+                                               "request_principal": principal_data(session.principal),
+                                               "client_host_address": address_bytes(session.client_address[0])})
         self.forwarded.labels(api_name(header.request_api_key)).inc()
         timeout_s = max(timeout_s, 0.001)
         probe = asyncio.ensure_future(connection.request(m.describe_quorum_request(), timeout_s))
@@ -218,9 +232,8 @@ class Forwarding:
             if self._controller != leader or self._connection is None or self._connection.closed:
                 self.close()
                 endpoint = self.node.config.voters[leader]
-                self._connection = await KafkaConnection.connect(
-                    endpoint.host, endpoint.port, client_id=f"kraft-forwarding-{self.node.node_id}"
-                )
+                self._connection = await self.node.controller_connector.connect(
+                    endpoint, client_id=f"kraft-forwarding-{self.node.node_id}")
                 self._controller = leader
             return self._connection
 

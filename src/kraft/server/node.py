@@ -35,6 +35,7 @@ from kraft.raft.epochs import EpochHistory
 from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.server.client_api import ClientApi
 from kraft.server.config import ServerConfig
+from kraft.server.listener_security import ControllerConnector, controller_connector, listener_security
 from kraft.server.metrics import NodeMetrics
 from kraft.server.peers import Peers
 from kraft.server.raft_versions import PEER_RPCS, RaftVersions
@@ -79,6 +80,10 @@ class KraftNode:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
+        # Keystores and truststores are read now: a bad one stops the node before it takes its directory.
+        self.controller_connector: ControllerConnector = controller_connector(config)
+        self._security = {lst.name: listener_security(config, lst.name, lambda: self.image)
+                          for lst in config["listeners"]}
         # Before anything is read or written there: one process per data directory.
         self._lock = DirectoryLock(config.log_dir).acquire()
         try:
@@ -163,25 +168,28 @@ class KraftNode:
             f"kraft-node-{self.node_id}",
             c["controller.quorum.request.timeout.ms"],
             c["controller.quorum.election.timeout.ms"],
+            self.controller_connector,
         )
         max_frame = c["socket.request.max.bytes"]
         versions = RaftVersions(c, RAFT_APIS)
         if c.is_voter:
-            self.raft_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits,
-                                           name=f"node {self.node_id} controller listener")
-            for name in PEER_RPCS:
-                versions.register(self.raft_server, name, self.handle_raft_request)
             listener = c.controller_listener
             assert listener is not None
+            self.raft_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits,
+                                           name=f"node {self.node_id} controller listener",
+                                           security=self._security[listener.name])
+            for name in PEER_RPCS:
+                versions.register(self.raft_server, name, self.handle_raft_request)
             self.raft_address = await self.raft_server.start(listener.endpoint.host, listener.endpoint.port)
         self.client_api = ClientApi(self, versions)
+        client = c.client_listener
+        assert client is not None
         self.client_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits,
-                                         name=f"node {self.node_id} client listener")
+                                         name=f"node {self.node_id} client listener",
+                                         security=self._security[client.name])
         self.client_api.register(self.client_server)
         if self.raft_server is not None:
             self.client_api.register_controller_apis(self.raft_server)
-        client = c.client_listener
-        assert client is not None
         self.client_address = await self.client_server.start(client.endpoint.host, client.endpoint.port)
         if c["kraft.metrics.port"] >= 0:
             host, port = c["kraft.metrics.host"], c["kraft.metrics.port"]

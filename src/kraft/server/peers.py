@@ -27,6 +27,7 @@ from kraft.protocol.connection import KafkaConnection
 from kraft.protocol.tasks import cancel_and_wait
 from kraft.raft import messages as m
 from kraft.server.config import Endpoint
+from kraft.server.listener_security import ControllerConnector
 
 log = logging.getLogger("kraft.server.peers")
 
@@ -50,8 +51,10 @@ class _Channel:
 
 
 class Peer:
-    def __init__(self, node_id: int, endpoint: Endpoint, client_id: str, backoff_max_ms: int) -> None:
+    def __init__(self, node_id: int, endpoint: Endpoint, client_id: str, backoff_max_ms: int,
+                 connector: ControllerConnector) -> None:
         self.node_id = node_id
+        self.connector = connector
         self.backoff_max_ms = backoff_max_ms
         self.endpoint = endpoint
         self.client_id = client_id
@@ -80,9 +83,7 @@ class Peer:
             raise ConnectionError(f"node {self.node_id} at {self.endpoint}: unreachable, next attempt in "
                                   f"{wait * 1000:.0f} ms")
         try:
-            channel.connection = await KafkaConnection.connect(
-                self.endpoint.host, self.endpoint.port, client_id=self.client_id, timeout=2.0
-            )
+            channel.connection = await self.connector.connect(self.endpoint, self.client_id, timeout=2.0)
         except (TimeoutError, OSError) as e:
             self._failures += 1
             backoff = min(self.backoff_max_ms, RECONNECT_BACKOFF_MS * 2 ** (self._failures - 1)) / 1000
@@ -95,17 +96,24 @@ class Peer:
         self._failures = 0
         return channel.connection
 
-    def close(self) -> None:
+    def close(self) -> list[asyncio.Task]:
+        """Closes both connections; returns the attempts to connect still under way, to be
+        cancelled and waited for (a TLS handshake or a login takes several round trips)."""
+        attempts = []
         for channel in self.channels.values():
             if channel.connection is not None:
                 channel.connection.close()
+            if channel.connecting is not None:
+                attempts.append(channel.connecting)
+        return attempts
 
 
 class Peers:
     def __init__(self, endpoints: dict[int, Endpoint], client_id: str, request_timeout_ms: int,
-                 election_timeout_ms: int) -> None:
+                 election_timeout_ms: int, connector: ControllerConnector = ControllerConnector()) -> None:
+        """`connector`: the controller listener's TLS and login (plain TCP by default)."""
         backoff_max_ms = max(RECONNECT_BACKOFF_MS, min(RECONNECT_BACKOFF_MAX_MS, election_timeout_ms // 4))
-        self._peers = {node: Peer(node, ep, client_id, backoff_max_ms) for node, ep in endpoints.items()}
+        self._peers = {node: Peer(node, ep, client_id, backoff_max_ms, connector) for node, ep in endpoints.items()}
         self.request_timeout_s = request_timeout_ms / 1000
         self._tasks: set[asyncio.Task] = set()
 
@@ -137,5 +145,4 @@ class Peers:
 
     async def close(self) -> None:
         await cancel_and_wait(self._tasks)
-        for peer in self._peers.values():
-            peer.close()
+        await cancel_and_wait([attempt for peer in self._peers.values() for attempt in peer.close()])

@@ -1,0 +1,8 @@
+"""Who may talk to a node: TLS contexts from Kafka's ssl.* settings, and the SASL mechanisms
+(PLAIN, SCRAM-SHA-256/512) on both ends of a connection.
+
+Pure logic on the standard library: no sockets, no config files, no metadata image. The
+protocol server runs the exchanges (kraft.protocol.sasl_gate), the server layer says where
+settings and credentials come from (kraft.server.listener_security). docs/architecture.md,
+"Security", is the map.
+"""

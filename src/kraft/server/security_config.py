@@ -1,0 +1,101 @@
+"""server.properties' security keys, with Kafka's names, defaults and per-listener overrides.
+
+Kafka resolves a listener's ssl.* and sasl.* settings key by key: `listener.name.<name>.<key>`
+(the listener's name in lower case) when given, else `<key>`. A SASL mechanism's JAAS
+configuration is only per listener and mechanism:
+`listener.name.<name>.<mechanism in lower case>.sasl.jaas.config`, as Kafka's brokers read
+it (they take no unprefixed sasl.jaas.config). The keys here are checked at load like every
+key kraft uses; the files they name are read when the node starts (listener_security.py).
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from kraft.security.jaas import JaasConfigError, JaasEntry, parse_jaas
+from kraft.security.plain import PLAIN
+from kraft.security.scram import ScramMechanism
+
+PREFIX = "listener.name."
+JAAS_SUFFIX = ".sasl.jaas.config"
+SASL_MECHANISMS = (PLAIN, *(m.mechanism_name for m in ScramMechanism))
+LOGIN_MODULES = {
+    PLAIN: "org.apache.kafka.common.security.plain.PlainLoginModule",
+    **{m.mechanism_name: "org.apache.kafka.common.security.scram.ScramLoginModule" for m in ScramMechanism},
+}
+
+
+def _upper(value: str) -> str:
+    return value.strip().upper()
+
+
+def _text(value: str) -> str:
+    return value.strip()
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value.strip().lower() not in choices:
+            raise ValueError(f"{value.strip()!r} is not one of {', '.join(repr(c) for c in choices)}")
+        return value.strip().lower()
+
+    return parse
+
+
+def _mechanisms(value: str) -> tuple[str, ...]:
+    return tuple(m.strip().upper() for m in value.split(",") if m.strip())
+
+
+def _jaas(value: str) -> JaasEntry:
+    try:
+        return parse_jaas(value)
+    except JaasConfigError as e:
+        raise ValueError(str(e)) from None
+
+
+# Keys a listener may override with listener.name.<name>.<key>: (parser, Kafka's default).
+PER_LISTENER: dict[str, tuple[Callable[[str], Any], Any]] = {
+    "ssl.keystore.type": (_upper, "JKS"),
+    "ssl.keystore.location": (_text, ""),
+    "ssl.keystore.certificate.chain": (_text, ""),
+    "ssl.keystore.key": (_text, ""),
+    "ssl.key.password": (_text, ""),
+    "ssl.truststore.type": (_upper, "JKS"),
+    "ssl.truststore.location": (_text, ""),
+    "ssl.truststore.certificates": (_text, ""),
+    "ssl.client.auth": (_choice("none", "requested", "required"), "none"),
+    "ssl.endpoint.identification.algorithm": (_choice("https", ""), "https"),
+    "sasl.enabled.mechanisms": (_mechanisms, ("GSSAPI",)),
+}
+
+# Node-wide keys.
+GLOBAL: dict[str, tuple[Callable[[str], Any], Any]] = {
+    "sasl.mechanism.controller.protocol": (_upper, "GSSAPI"),  # how this node logs in to controllers
+    "connection.failed.authentication.delay.ms": (lambda v: max(0, int(v.strip())), 100),
+}
+
+
+def listener_key(key: str, raw: str) -> tuple[tuple[str, str], Any] | None:
+    """A `listener.name.<name>.<setting>` key as ((LISTENER, setting), parsed value), or None
+    if the setting is not one kraft uses (then it is warned about like any unused key).
+    ValueError for a value that does not parse."""
+    name, dot, setting = key[len(PREFIX):].partition(".")
+    if not dot or not name:
+        return None
+    if setting in PER_LISTENER:
+        return (name.upper(), setting), PER_LISTENER[setting][0](raw)
+    if setting.endswith(JAAS_SUFFIX):
+        mechanism = setting[: -len(JAAS_SUFFIX)].upper()
+        if mechanism in SASL_MECHANISMS:
+            return (name.upper(), f"{mechanism}{JAAS_SUFFIX}"), _jaas(raw)
+    return None
+
+
+def check_jaas(where: str, mechanism: str, entry: JaasEntry, *, client: bool) -> None:
+    """The JAAS entry a mechanism needs: its login module, and for a node logging in as a
+    client, username and password."""
+    expected = LOGIN_MODULES[mechanism]
+    if entry.login_module != expected:
+        raise ValueError(f"{where}: {mechanism} needs {expected}, not {entry.login_module}")
+    if client and not (entry.options.get("username") and entry.options.get("password")):
+        raise ValueError(f"{where}: this node logs in to the controllers with {mechanism}: give username=... "
+                         "password=... in this JAAS config")

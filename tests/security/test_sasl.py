@@ -1,8 +1,12 @@
 """SASL on a real cluster: the client listener SASL_SSL with PLAIN and SCRAM-SHA-256/512, the
-controller listener SASL_PLAINTEXT where nodes log in with PLAIN; kafka-python and librdkafka
-logging in with PLAIN; what an unauthenticated connection may do."""
+controller listener SASL_PLAINTEXT where nodes log in with PLAIN; the first SCRAM user from
+`--add-scram`, more through AlterUserScramCredentials; kafka-python and librdkafka logging
+in; what an unauthenticated connection may do; no password anywhere on disk or in a tool."""
 
 import asyncio
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -18,7 +22,8 @@ from ..server.cluster_helpers import wait_for
 from .certs import CertificateAuthority
 from .secured import PLAIN_MODULE, ask, client_tls, tls_overrides, wait_for_leader
 
-ADMIN_PASSWORD, ALICE_PASSWORD = "admin-Secret-1", "alice-Secret-2"
+TP = ("__cluster_metadata", 0)
+ADMIN_PASSWORD, ALICE_PASSWORD, BOB_PASSWORD = "admin-Secret-1", "alice-Secret-2", "bob-Secret-3"
 
 
 @pytest.fixture
@@ -34,7 +39,8 @@ def sasl_cluster(tmp_path):
         "listener.name.plaintext.plain.sasl.jaas.config":
             f'{PLAIN_MODULE} required user_admin="{ADMIN_PASSWORD}";',
     }
-    cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=1, overrides=overrides)
+    cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=1, overrides=overrides,
+                           add_scram=[f"SCRAM-SHA-256=[name=alice,password={ALICE_PASSWORD}]"])
     cluster.start()
     yield cluster, ca
     cluster.stop()
@@ -52,37 +58,88 @@ def librdkafka(cluster: LocalCluster, ca: CertificateAuthority, mechanism: str, 
             "sasl.password": password}
 
 
-def test_kafka_clients_log_in_with_plain(sasl_cluster):
+def test_kafka_clients_log_in_with_plain_and_scram(sasl_cluster):
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, UserScramCredentialUpsertion
+    from confluent_kafka.admin import ScramMechanism as ConfluentScram
+    from kafka import KafkaConsumer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import InvalidReplicationFactorError, KafkaError, UnknownBrokerIdError
 
     cluster, ca = sasl_cluster
-    wait_for_leader(cluster, client_tls(ca), ClientLogin("PLAIN", lambda: PlainClient("admin", ADMIN_PASSWORD)))
+    tls = client_tls(ca)
+    wait_for_leader(cluster, tls, ClientLogin("PLAIN", lambda: PlainClient("admin", ADMIN_PASSWORD)))
 
-    # kafka-python writes through the observer: forwarded to the controller over its SASL
-    # listener, where the observer logs in as `node`.
+    # PLAIN (the listener's JAAS user), writing through the observer: forwarded to the
+    # controller over its SASL listener, where the observer logs in as `node`.
     def created() -> bool:
         admin = KafkaAdminClient(**kafka_python(cluster, ca, "PLAIN", "admin", ADMIN_PASSWORD),
                                  request_timeout_ms=40_000)
         try:
             admin._manager.least_loaded_node = lambda: 4
             admin.create_topics([NewTopic("over-sasl", 1, 1)], timeout_ms=30_000)
+            described.update(admin.describe_user_scram_credentials())
         except (InvalidReplicationFactorError, UnknownBrokerIdError):
             return False  # the observer not registered, or no broker unfenced, yet
         finally:
             admin.close()
         return True
 
+    described: dict = {}
     wait_for(created, timeout=60, what="a topic created through the observer")
+    assert {user: [(int(c["mechanism"]), c["iterations"]) for c in info["credential_infos"]]
+            for user, info in described.items()} == {"alice": [(1, 4096)]}  # from --add-scram
+
+    # SCRAM-SHA-256 with the bootstrap credential: kafka-python reads the log.
+    consumer = KafkaConsumer(**kafka_python(cluster, ca, "SCRAM-SHA-256", "alice", ALICE_PASSWORD),
+                             enable_auto_commit=False, group_id=None, fetch_max_wait_ms=200)
+    try:
+        tp = TopicPartition(*TP)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        end = consumer.end_offsets([tp])[tp]
+        deadline = time.monotonic() + 30
+        while consumer.position(tp) < end and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=500)
+        assert consumer.position(tp) >= end > 0
+    finally:
+        consumer.close()
     with pytest.raises(KafkaError):
-        KafkaAdminClient(**kafka_python(cluster, ca, "PLAIN", "admin", "wrong"), request_timeout_ms=5000)
-    config = librdkafka(cluster, ca, "PLAIN", "admin", ADMIN_PASSWORD)
-    wait_for(lambda: "over-sasl" in AdminClient(config).list_topics(timeout=10).topics, timeout=60,
-             what="librdkafka listing the topic")
+        KafkaAdminClient(**kafka_python(cluster, ca, "SCRAM-SHA-256", "alice", "wrong"), request_timeout_ms=5000)
+
+    # librdkafka, as alice, creates bob's SCRAM-SHA-512 credential (AlterUserScramCredentials:
+    # librdkafka salts the password), then logs in as bob.
+    alice = AdminClient(librdkafka(cluster, ca, "SCRAM-SHA-256", "alice", ALICE_PASSWORD))
+    upsert = UserScramCredentialUpsertion("bob", ScramCredentialInfo(ConfluentScram.SCRAM_SHA_512, 8192),
+                                          BOB_PASSWORD.encode())
+    alice.alter_user_scram_credentials([upsert])["bob"].result(60)
+    bob_config = librdkafka(cluster, ca, "SCRAM-SHA-512", "bob", BOB_PASSWORD)
+
+    def bob_lists_topics() -> bool:  # once every node has applied bob's record
+        try:
+            return "over-sasl" in AdminClient(bob_config).list_topics(timeout=5).topics
+        except KafkaException:
+            return False
+
+    wait_for(bob_lists_topics, timeout=60, what="bob logging in with SCRAM-SHA-512")
+    bob = alice.describe_user_scram_credentials(["bob"])["bob"].result(30)
+    assert [(c.mechanism, c.iterations) for c in bob.scram_credential_infos] == [
+        (ConfluentScram.SCRAM_SHA_512, 8192)]
     with pytest.raises(KafkaException):
-        AdminClient({**config, "sasl.password": "wrong"}).list_topics(timeout=5)
+        AdminClient({**bob_config, "sasl.password": "wrong"}).list_topics(timeout=5)
+
+    # No password in the log, its snapshots, the bootstrap file or kraft dump-log's output.
+    passwords = [p.encode() for p in (ALICE_PASSWORD, BOB_PASSWORD, ADMIN_PASSWORD)]
+    for node in cluster.nodes.values():
+        for path in node.data_dir.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert not any(p in data for p in passwords), path
+    segment = next((cluster.nodes[1].partition_dir).glob("*.log"))
+    dumped = subprocess.run([sys.executable, "-m", "kraft.cli", "dump-log", "--cluster-metadata-decoder",
+                             "--files", str(segment)], capture_output=True, text=True, timeout=60)
+    assert "USER_SCRAM_CREDENTIAL_RECORD" in dumped.stdout and "bob" in dumped.stdout
+    assert not any(p.decode() in dumped.stdout for p in passwords)
 
 
 def test_only_the_login_apis_before_a_login(sasl_cluster):

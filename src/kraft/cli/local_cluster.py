@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kraft.cli.scram_args import parse_add_scram
+from kraft.controller.bootstrap import write_bootstrap
 from kraft.server.config import parse_properties
 from kraft.storage.meta_properties import format_storage, random_cluster_id
 
@@ -157,6 +159,7 @@ class LocalCluster:
     overrides: dict[str, str] = field(default_factory=dict)
     cluster_id: str = ""
     env: dict[str, str] = field(default_factory=dict)  # added to the nodes' environment
+    add_scram: list[str] = field(default_factory=list)  # kafka-storage's --add-scram, for a new cluster's log
     nodes: dict[int, LocalNode] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -202,7 +205,8 @@ class LocalCluster:
                 **self.overrides,
             }
             node.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-            format_storage(node.data_dir, self.cluster_id, node.node_id)
+            if format_storage(node.data_dir, self.cluster_id, node.node_id) and self.add_scram and node.voter:
+                write_bootstrap(node.data_dir, [parse_add_scram(a) for a in self.add_scram])
 
     def start(self, node_id: int | None = None, wait: bool = True) -> None:
         """Starts the selected nodes that are not running and, with `wait`, waits until they

@@ -63,7 +63,7 @@ def _storage(args: argparse.Namespace) -> int:
         print("kraft storage format: --cluster-id (-t) is required (`kraft storage random-uuid` makes one)",
               file=sys.stderr)
         return 2
-    return storage_format(args.config, args.cluster_id, args.ignore_formatted)
+    return storage_format(args.config, args.cluster_id, args.ignore_formatted, args.add_scram or [])
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     storage.add_argument("--cluster-id", "-t", help="the cluster id (kraft storage random-uuid makes one)")
     storage.add_argument("--ignore-formatted", "-g", action="store_true",
                          help="skip a directory already formatted for this cluster and node, rather than fail")
+    storage.add_argument("--add-scram", "-S", action="append", metavar="SCRAM_CREDENTIAL",
+                         help="a SCRAM credential for the new log, as Kafka's: "
+                              "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable)")
     storage.set_defaults(func=_storage)
 
     cluster = sub.add_parser("cluster", help="a local cluster of processes on loopback")

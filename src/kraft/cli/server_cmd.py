@@ -10,7 +10,11 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kraft.controller.quorum_controller import BOOTSTRAP_RELEASE
+from kraft.cli.scram_args import ScramArgumentError, parse_add_scram
+from kraft.controller.bootstrap import write_bootstrap
+from kraft.controller.quorum_controller import BOOTSTRAP_METADATA_VERSION, BOOTSTRAP_RELEASE
+from kraft.metadata.image import METADATA_VERSION
+from kraft.metadata.records import FeatureLevelRecord
 from kraft.server.config import ConfigError, read_config, unused_keys_warning
 from kraft.server.node import KraftNode
 from kraft.storage import StorageError
@@ -148,14 +152,20 @@ def server_start(config_path: str) -> int:
     return 2 if node.failure is not None else 0
 
 
-def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool) -> int:
-    """`kafka-storage format`, in Kafka's words: one line per directory formatted."""
+def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool, add_scram: list[str]) -> int:
+    """`kafka-storage format`, in Kafka's words: one line per directory formatted. With
+    `add_scram`, the credentials go into bootstrap.checkpoint, salted (never the password)."""
     try:
         check_cluster_id(cluster_id)
+        credentials = [parse_add_scram(argument) for argument in add_scram]
         config = read_config(config_path)
         with DirectoryLock(config.log_dir):
             formatted = format_storage(config.log_dir, cluster_id, config.node_id, ignore_formatted=ignore_formatted)
-    except (ConfigError, StorageNotFormattedError, DirectoryInUseError, InvalidClusterIdError) as e:
+            if formatted and credentials:
+                write_bootstrap(config.log_dir, [
+                    FeatureLevelRecord(name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION), *credentials])
+    except (ConfigError, StorageNotFormattedError, DirectoryInUseError, InvalidClusterIdError,
+            ScramArgumentError) as e:
         print(f"kraft storage format: {e}", file=sys.stderr)
         return 1
     if formatted:

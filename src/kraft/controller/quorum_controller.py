@@ -13,8 +13,9 @@ unfencing commits. A leadership change fails every operation still waiting with
 NOT_CONTROLLER, which clients retry.
 
 The active controller also writes what Kafka's writes on its own (`poll`): the bootstrap
-records when the log holds no metadata.version yet (that feature level, and
-`kraft.derived.fencing` if the log is to use KIP-630's fencing events), and a NoOpRecord
+records when the log holds no metadata.version yet (that feature level,
+`kraft.derived.fencing` if the log is to use KIP-630's fencing events, and what `kraft storage
+format` left in bootstrap.checkpoint: `bootstrap`, the first SCRAM users), and a NoOpRecord
 when nothing was appended for `metadata.max.idle.interval.ms`, so that an idle log still
 moves: followers' lag is measured against it, and readers see the leader is alive.
 
@@ -40,6 +41,7 @@ from kraft.metadata import (
     InvalidRecordError,
     MetadataCache,
     MetadataImage,
+    MetadataRecord,
     OperationTooLargeError,
     RecordEncodeError,
     apply_records,
@@ -114,6 +116,7 @@ class QuorumController:
         self._epoch = -1
         self._last_commit_time = 0
         self._snapshotting = False  # a SnapshotJob is out; one at a time
+        self.bootstrap: tuple[MetadataRecord, ...] = ()  # bootstrap.checkpoint's records (the node sets them)
 
     # ---------------------------------------------------------------- the Raft listener
 
@@ -211,10 +214,13 @@ class QuorumController:
         elif self.idle_interval_ms > 0 and now - self._last_append >= self.idle_interval_ms:
             self.submit(lambda _: ControllerResult((NoOpRecord(),), None), now)
 
-    def _bootstrap_records(self) -> tuple[FeatureLevelRecord, ...]:
-        records = [FeatureLevelRecord(name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION)]
+    def _bootstrap_records(self) -> tuple[MetadataRecord, ...]:
+        records: list[MetadataRecord] = [
+            FeatureLevelRecord(name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION)]
         if self.derived_fencing:
             records.append(FeatureLevelRecord(name=DERIVED_FENCING, feature_level=1))
+        records += [r for r in self.bootstrap  # the file's metadata.version is the one above
+                    if not (isinstance(r, FeatureLevelRecord) and r.name == METADATA_VERSION)]
         return tuple(records)
 
     def next_deadline(self, now: int) -> int | None:

@@ -34,6 +34,7 @@ from kraft.metadata.records import BrokerEndpoint
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
 from kraft.protocol.server import Handler
+from kraft.server import scram_api
 from kraft.server.context import NodeContext
 
 log = logging.getLogger("kraft.server.admin")
@@ -99,6 +100,7 @@ class AdminApi:
             ALTER_CONFIGS: (0, 2, self.alter_configs, self._alter_configs_answer),
             CREATE_PARTITIONS: (0, 3, self.create_partitions, self._create_partitions_answer),
             INCREMENTAL_ALTER_CONFIGS: (0, 1, self.incremental_alter_configs, self._alter_configs_answer),
+            scram_api.ALTER_USER_SCRAM_CREDENTIALS: (0, 0, self.alter_user_scram_credentials, scram_api.alter_refusal),
         }
 
     def register(self, server: KafkaServer) -> None:
@@ -106,6 +108,10 @@ class AdminApi:
         controllers serve them to admin clients that bootstrap from controllers (KIP-919)."""
         for key, (low, high, handler, _) in self.forwardable.items():
             server.register(key, low, high, handler)
+
+    def register_reads(self, server: KafkaServer) -> None:
+        """What any node answers from its own image, on either listener."""
+        server.register(scram_api.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, self.describe_user_scram_credentials)
 
     def register_broker_apis(self, server: KafkaServer) -> None:
         server.register(BROKER_REGISTRATION, 0, 3, self.broker_registration)
@@ -311,6 +317,25 @@ class AdminApi:
 
     def _alter_configs_answer(self, header: Any, request: Any, error: ErrorCode, message: str) -> Any:
         return self._alter_configs_response(header, request, [Refusal(error, message)] * len(request.resources))
+
+    # ---------------------------------------------------------------- SCRAM credentials (scram_api.py)
+
+    async def alter_user_scram_credentials(self, header: Any, request: Any) -> Any:
+        deletions, upsertions = scram_api.alter_request(request)
+        try:
+            outcomes = await self._run(lambda im: scram_api.alter_credentials(im, deletions, upsertions),
+                                       DEFAULT_TIMEOUT_MS)
+        except ControllerError as e:  # the whole operation (too many records)
+            return scram_api.alter_refusal(header, request, _code(e), e.message)
+        except NotControllerError as e:
+            return scram_api.alter_refusal(header, request, ErrorCode.not_controller, str(e))
+        except TimeoutError:
+            return scram_api.alter_refusal(header, request, ErrorCode.request_timed_out,
+                                           "the records were not committed in time")
+        return scram_api.alter_response(header, outcomes)
+
+    async def describe_user_scram_credentials(self, header: Any, request: Any) -> Any:
+        return scram_api.describe(self.node.image, header, request)
 
     # ---------------------------------------------------------------- brokers
 

@@ -39,6 +39,7 @@ class ClientApi:
         self.versions.register(server, "DescribeQuorum", self.describe_quorum)
         self.versions.register(server, "FetchSnapshot", self.fetch_snapshot, name_leader=False)
         self.forwarding.register(server)
+        self.admin.register_reads(server)
         self.reads.register(server)
         self.configs.register(server)
         self.cluster.register(server)
@@ -50,6 +51,7 @@ class ClientApi:
         self.versions.register(server, "DescribeQuorum", self.describe_quorum_here)
         self.admin.register_broker_apis(server)
         self.admin.register(server)
+        self.admin.register_reads(server)
         self.forwarding.register_controller(server)
         self.cluster.register(server)
 

@@ -26,6 +26,7 @@ from random import Random
 from typing import Any, TypeVar
 
 from kraft.controller import QuorumController, SnapshotJob
+from kraft.controller.bootstrap import read_bootstrap
 from kraft.metadata import MetadataImage, ReplayError
 from kraft.protocol import KafkaServer
 from kraft.protocol.tasks import cancel_and_wait
@@ -157,6 +158,7 @@ class KraftNode:
             recovery_point_interval_ms=c["log.flush.offset.checkpoint.interval.ms"],
         )
         self.snapshots = FileSnapshotStore(directory)
+        self.controller.bootstrap = read_bootstrap(c.log_dir)
         self.store = FileQuorumStateStore(directory)
         self.core = RaftCore(
             self.raft_config(), self.log, self.store, Random(), self.now(), self.controller, self.snapshots,

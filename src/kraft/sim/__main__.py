@@ -3,6 +3,7 @@
     python -m kraft.sim --seeds 5000 --jobs 2     every mix, seeds 0..4999
     python -m kraft.sim --seed 17 --mix crash     replay one run exactly
     python -m kraft.sim --seeds 100 --skip log-matching    without one invariant
+    python -m kraft.sim --seeds 300 --mix rejoin --no-pre-vote   what pre-vote saves
 
 A failure prints the one command that replays it.
 """
@@ -15,12 +16,12 @@ from collections import Counter
 
 from kraft.sim.simulation import INVARIANTS, MIXES, WORKLOADS, SimParams, Simulation, SimulationFailure
 
-Job = tuple[int, str, int, int, str, tuple[str, ...]]
+Job = tuple[int, str, int, int, str, tuple[str, ...], bool]
 
 
 def run_one(args: Job) -> tuple[int, str, str | None, dict]:
-    seed, mix, voters, observers, workload, skipped = args
-    params = SimParams(voters=voters, observers=observers)
+    seed, mix, voters, observers, workload, skipped, pre_vote = args
+    params = SimParams(voters=voters, observers=observers, pre_vote=pre_vote)
     checked = [name for name in INVARIANTS if name not in skipped]
     try:
         stats = Simulation(seed, mix, params, workload, invariants=checked).run()
@@ -29,6 +30,7 @@ def run_one(args: Job) -> tuple[int, str, str | None, dict]:
     return seed, mix, None, {
         "events": stats.events,
         "elections": stats.elections,
+        "epochs": stats.epochs,
         "kills": stats.kills,
         "disks_lost": stats.disks_lost,
         "resignations": stats.resignations,
@@ -58,13 +60,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="what the cluster replicates (default: both, alternating by seed)")
     parser.add_argument("--skip", action="append", default=[], choices=list(INVARIANTS), metavar="INVARIANT",
                         help=f"do not check this invariant (repeatable): one of {', '.join(INVARIANTS)}")
+    parser.add_argument("--no-pre-vote", dest="pre_vote", action="store_false",
+                        help="voters campaign without asking first (KIP-996 off), to compare")
     args = parser.parse_args(argv)
     def workload(seed: int) -> str:
         return WORKLOADS[seed // len(MIXES) % len(WORKLOADS)] if args.workload == "both" else args.workload
 
     def job(seed: int) -> Job:
         mix = args.mix or MIXES[seed % len(MIXES)]
-        return seed, mix, args.voters, args.observers, workload(seed), tuple(args.skip)
+        return seed, mix, args.voters, args.observers, workload(seed), tuple(args.skip), args.pre_vote
 
     if args.seed is not None:
         jobs = [job(args.seed)]

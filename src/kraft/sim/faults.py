@@ -13,7 +13,17 @@ resignation, an observer's lost disk, and two storage faults:
   that safely (it would forget what it acknowledged and what it voted), so it stays down;
   only a minority of voters is ever hit, so no committed data can be lost.
 
-Everything heals at `fault_ms`: the network is whole again and every node is started.
+Three scenarios are mixes of their own, one episode each, for what pre-vote (KIP-996) is
+for; with no other fault beside them their figures compare runs with and without it:
+
+* leader-loss: the leader is killed and never comes back, so the voters left must elect
+  another (liveness-after-heal then checks it happened);
+* rejoin: one follower is cut off from every node for several election timeouts, then
+  comes back (without pre-vote it bumps its epoch meanwhile and deposes the leader);
+* restart-all: every node is killed at once and all restart together.
+
+Everything heals at `fault_ms`: the network is whole again and every node is started,
+but a voter lost for good.
 """
 
 import functools
@@ -27,6 +37,7 @@ from kraft.sim.params import SimParams
 
 NETWORK_SETTINGS = ("drop", "delay", "duplicate")
 EPISODES = ("partition", "oneway", "split", "isolate-leader", "crash", "disk-loss", "resign", "torn-write", "bit-flip")
+SCENARIOS = ("leader-loss", "rejoin", "restart-all")  # not in "all": each is judged alone
 MIXES = (
     "none",
     "drop",
@@ -43,6 +54,7 @@ MIXES = (
     "torn-write",
     "bit-flip",
     "all",
+    *SCENARIOS,
 )
 _TORN_WRITE_WAIT_MS = 50
 
@@ -61,6 +73,7 @@ class Faults:
         self.network = network
         self.cluster = cluster
         self.history = history
+        self.lost: set[int] = set()  # voters that never come back
 
     def schedule(self) -> None:
         rng, p, mix = self.rng, self.params, self.mix
@@ -73,6 +86,8 @@ class Faults:
             net.duplicate = rng.uniform(0.05, 0.3)
         if "delay" in active:
             net.min_delay, net.max_delay = 1, rng.randint(20, 250)
+        if mix in SCENARIOS:
+            self.clock.at(rng.randint(1000, 3000), functools.partial(self._scenario, mix))
         episodic = active & set(EPISODES)
         t = rng.randint(200, 800)
         while episodic and t < p.fault_ms:
@@ -185,8 +200,34 @@ class Faults:
             node.lose_disk()
             self.start_empty(node)
 
+    def _scenario(self, kind: str) -> None:
+        rng, net = self.rng, self.network.faults
+        voters = [self.cluster.nodes[v] for v in self.cluster.voter_ids]
+        leaders = [n for n in voters if n.alive and n.core is not None and n.core.is_leader]
+        if kind == "leader-loss":
+            victim = leaders[0] if leaders else rng.choice(voters)
+            victim.kill()
+            self.lost.add(victim.node_id)
+            self.history.stats.kills += 1
+        elif kind == "rejoin":
+            followers = [n for n in voters if n not in leaders]
+            ids = sorted(self.cluster.nodes)
+            before = set(net.cut)
+            net.isolate(rng.choice(followers).node_id, ids)
+            links = net.cut - before
+            self.clock.at(self.clock.now + rng.randint(3000, 5000), lambda: net.cut.difference_update(links))
+        else:  # restart-all
+            everyone = [n for n in self.cluster.nodes.values() if n.alive]
+            for node in everyone:
+                node.kill()
+                self.history.stats.kills += 1
+            back = self.clock.now + rng.randint(100, 1500)
+            for node in everyone:
+                self.clock.at(back, functools.partial(self._restart, node))
+
     def _heal(self) -> None:
         self.network.faults.heal()
         for node in self.cluster.nodes.values():
-            self._restart(node)
+            if node.node_id not in self.lost:
+                self._restart(node)
         self.history.healed_at = self.clock.now

@@ -40,6 +40,7 @@ class Stats:
     refused_starts: int = 0  # starts refused because flushed data was damaged
     dropped: int = 0
     delivered: int = 0
+    epochs: int = 0  # the highest epoch any node reached: the epochs the run burned
     leaders: set[tuple[int, int]] = field(default_factory=set)
 
 

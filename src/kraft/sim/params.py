@@ -13,6 +13,7 @@ class SimParams:
     append_every_ms: int = 25
     quiet_ms: int = 2000  # no appends in the last part of the run
     snapshot_every_bytes: int = 2000  # the counter snapshots after this many committed bytes
+    pre_vote: bool = True  # KIP-996; off only to measure what it saves
 
     @property
     def end_ms(self) -> int:

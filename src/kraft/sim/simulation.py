@@ -50,6 +50,7 @@ def replay_command(
     return (
         f".venv/bin/python -m kraft.sim --seed {seed} --mix {mix} --workload {workload} "
         f"--voters {params.voters} --observers {params.observers}"
+        + ("" if params.pre_vote else " --no-pre-vote")
         + "".join(f" --skip {name}" for name in skipped)
     )
 
@@ -98,6 +99,7 @@ class Simulation:
                 # Retention moves the log start (readers' offsets go only by it): kept small
                 # here, so logs start past snapshots and replicas that fall behind fetch them.
                 max_retention_bytes=2000,
+                pre_vote=self.params.pre_vote,
             )
             late = mix == "late-join" and node_id in (voters[-1], ids[-1])
             node = SimNode(
@@ -150,6 +152,8 @@ class Simulation:
             self.faults.schedule()
             self.clock.at(0, self._client_append)
             self.clock.run_until(self.params.end_ms, self._after_event)
+            self.history.stats.epochs = max(
+                (state.epoch for n in self.cluster.nodes.values() if (state := n.store.read()) is not None), default=0)
             for invariant in self.invariants:
                 invariant.end(self)
         except Violation as e:

@@ -162,14 +162,15 @@ class StartsAtTheEnd(Delegate):
 
 
 class VotesForAnyLog(HookedCore):
-    """A voter that takes every candidate's log for up to date: the last epoch before the
-    candidate's, ending far ahead."""
+    """A voter that takes every candidate's log for up to date: ending far ahead, in the
+    newest epoch its request may name (the one before a vote's, a pre-vote's own)."""
 
     def incoming(self, message):
         if isinstance(message, m.VoteRequest):
             p = m.partition_of(message)
-            if p is not None and p.replica_epoch > 0:
-                return with_partition(message, last_offset_epoch=p.replica_epoch - 1, last_offset=1 << 30)
+            newest = None if p is None else p.replica_epoch if p.pre_vote else p.replica_epoch - 1
+            if newest is not None and newest >= 0:
+                return with_partition(message, last_offset_epoch=newest, last_offset=1 << 30)
         return message
 
 

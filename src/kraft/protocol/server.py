@@ -110,6 +110,9 @@ class KafkaServer:
         self.limits = limits
         self.name = name
         self.security = security
+        # Called before each handler, when set: None to serve the request, else the answer
+        # refusing it (authorization: kraft.server.authorization).
+        self.guard: Callable[[Any, Any], Any | None] | None = None
         self._endpoints: dict[int, Endpoint] = {}
         self._memory = RequestMemory(limits.queued_max_request_bytes)
         self._socket: socket.socket | None = None
@@ -337,7 +340,9 @@ class KafkaServer:
                     handler, header, request = self._decode(frame)
                 finally:
                     connection.release_frame()
-                response = await handler(header, request)
+                guard = self.guard
+                refusal = guard(header, request) if guard is not None else None
+                response = refusal if refusal is not None else await handler(header, request)
                 connection.handled()
                 if response is not None:
                     segments = encode_response_segments(header.correlation_id, response)

@@ -34,7 +34,10 @@ from kraft.metadata.records import BrokerEndpoint
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
 from kraft.protocol.server import Handler
-from kraft.server import scram_api
+from kraft.security.acl import CLUSTER_NAME as CLUSTER
+from kraft.security.acl import AclOperation, ResourceType
+from kraft.server import acl_api, scram_api
+from kraft.server.authorization import REFUSED, top_level_refusal
 from kraft.server.context import NodeContext
 
 log = logging.getLogger("kraft.server.admin")
@@ -80,6 +83,15 @@ def request_timeout_ms(request: Any) -> float:
     return ms if ms > 0 else DEFAULT_TIMEOUT_MS
 
 
+def _alter_configs_action(change: Any) -> tuple[AclOperation, ResourceType, str]:
+    """ALTER_CONFIGS on the topic, or on the cluster for a broker's configs (Kafka's rule);
+    `change` is (ConfigResource, what changes)."""
+    resource: ConfigResource = change[0]
+    if resource.type == ConfigResourceType.TOPIC:
+        return AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.name
+    return AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER
+
+
 def _resource(resource_type: int, name: str) -> ConfigResource:
     """The resource a request names; ValueError for a type Kafka does not define."""
     return ConfigResource(ConfigResourceType(resource_type), name)
@@ -101,6 +113,8 @@ class AdminApi:
             CREATE_PARTITIONS: (0, 3, self.create_partitions, self._create_partitions_answer),
             INCREMENTAL_ALTER_CONFIGS: (0, 1, self.incremental_alter_configs, self._alter_configs_answer),
             scram_api.ALTER_USER_SCRAM_CREDENTIALS: (0, 0, self.alter_user_scram_credentials, scram_api.alter_refusal),
+            acl_api.CREATE_ACLS: (*acl_api.VERSIONS, self.create_acls, acl_api.create_refusal),
+            acl_api.DELETE_ACLS: (*acl_api.VERSIONS, self.delete_acls, acl_api.delete_refusal),
         }
 
     def register(self, server: KafkaServer) -> None:
@@ -112,6 +126,7 @@ class AdminApi:
     def register_reads(self, server: KafkaServer) -> None:
         """What any node answers from its own image, on either listener."""
         server.register(scram_api.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, self.describe_user_scram_credentials)
+        server.register(acl_api.DESCRIBE_ACLS, *acl_api.VERSIONS, self.describe_acls)
 
     def register_broker_apis(self, server: KafkaServer) -> None:
         server.register(BROKER_REGISTRATION, 0, 3, self.broker_registration)
@@ -186,6 +201,23 @@ class AdminApi:
         given = iter(outcomes)
         return [w if isinstance(w, Refusal) else next(given) for w in wanted]
 
+    def _authorized(self, wanted: Sequence[T | Refusal], *actions: Callable[[T], tuple[AclOperation, ResourceType, str]]
+                    ) -> list[T | Refusal]:
+        """Each item for which the request's principal may take none of `actions` becomes a
+        Refusal (TOPIC_ or CLUSTER_AUTHORIZATION_FAILED, by the first action's resource)."""
+        authorization = self.node.authorization
+        if not authorization.enabled:
+            return list(wanted)
+        decided: list[T | Refusal] = []
+        for item in wanted:
+            if isinstance(item, Refusal) or any(authorization.allowed(*act(item)) for act in actions):
+                decided.append(item)
+                continue
+            resource = actions[0](item)[1]
+            decided.append(Refusal(ErrorCode.topic_authorization_failed if resource == ResourceType.TOPIC
+                                   else ErrorCode.cluster_authorization_failed, REFUSED))
+        return decided
+
     # ---------------------------------------------------------------- topics
 
     async def create_topics(self, header: Any, request: Any) -> Any:
@@ -200,6 +232,8 @@ class AdminApi:
                 DEFAULT_REPLICATION_FACTOR if t.replication_factor == -1 else t.replication_factor,
                 {c.name: c.value for c in t.configs},  # a null value is the controller's INVALID_CONFIG
             ))
+        wanted = self._authorized(wanted, lambda t: (AclOperation.CREATE, ResourceType.TOPIC, t.name),
+                                  lambda t: (AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER))
         outcomes = await self._per_item(wanted, lambda im, topics: ctl.create_topics(im, topics, self.rng),
                                         request_timeout_ms(request), request.validate_only)
         return self._create_topics_response(header, request, outcomes)
@@ -223,7 +257,8 @@ class AdminApi:
 
     async def delete_topics(self, header: Any, request: Any) -> Any:
         names = self._deleted_names(header, request)
-        outcomes = await self._per_item(names, ctl.delete_topics, request_timeout_ms(request))
+        wanted = self._authorized(names, lambda name: (AclOperation.DELETE, ResourceType.TOPIC, name))
+        outcomes = await self._per_item(wanted, ctl.delete_topics, request_timeout_ms(request))
         return self._delete_topics_response(header, names, outcomes)
 
     def _deleted_names(self, header: Any, request: Any) -> list[str]:
@@ -252,11 +287,12 @@ class AdminApi:
         return self._delete_topics_response(header, names, [Refusal(error, message)] * len(names))
 
     async def create_partitions(self, header: Any, request: Any) -> Any:
-        wanted = [
+        wanted: list[ctl.NewPartitions | Refusal] = [
             ctl.NewPartitions(t.name, t.count,
                               None if t.assignments is None else tuple(tuple(a.broker_ids) for a in t.assignments))
             for t in request.topics
         ]
+        wanted = self._authorized(wanted, lambda t: (AclOperation.ALTER, ResourceType.TOPIC, t.name))
         outcomes = await self._per_item(wanted, lambda im, new: ctl.create_partitions(im, new, self.rng),
                                         request_timeout_ms(request), request.validate_only)
         return self._create_partitions_response(header, request, outcomes)
@@ -282,8 +318,8 @@ class AdminApi:
                 wanted.append((_resource(r.resource_type, r.resource_name), ops))
             except ValueError as e:
                 wanted.append(Refusal(ErrorCode.invalid_request, str(e)))
-        outcomes = await self._per_item(wanted, ctl.alter_configs_each, request_timeout_ms(request),
-                                        request.validate_only)
+        outcomes = await self._per_item(self._authorized(wanted, _alter_configs_action), ctl.alter_configs_each,
+                                        request_timeout_ms(request), request.validate_only)
         return self._alter_configs_response(header, request, outcomes)
 
     async def alter_configs(self, header: Any, request: Any) -> Any:
@@ -303,8 +339,8 @@ class AdminApi:
                     wanted.append((_resource(r.resource_type, r.resource_name), {c.name: c.value for c in r.configs}))
                 except ValueError:
                     wanted.append(Refusal(ErrorCode.invalid_request, f"Unknown resource type {r.resource_type}"))
-        outcomes = await self._per_item(wanted, ctl.replace_configs_each, request_timeout_ms(request),
-                                        request.validate_only)
+        outcomes = await self._per_item(self._authorized(wanted, _alter_configs_action), ctl.replace_configs_each,
+                                        request_timeout_ms(request), request.validate_only)
         return self._alter_configs_response(header, request, outcomes)
 
     @staticmethod
@@ -321,6 +357,8 @@ class AdminApi:
     # ---------------------------------------------------------------- SCRAM credentials (scram_api.py)
 
     async def alter_user_scram_credentials(self, header: Any, request: Any) -> Any:
+        if not self.node.authorization.allowed(AclOperation.ALTER):
+            return scram_api.alter_refusal(header, request, ErrorCode.cluster_authorization_failed, REFUSED)
         deletions, upsertions = scram_api.alter_request(request)
         try:
             outcomes = await self._run(lambda im: scram_api.alter_credentials(im, deletions, upsertions),
@@ -335,7 +373,42 @@ class AdminApi:
         return scram_api.alter_response(header, outcomes)
 
     async def describe_user_scram_credentials(self, header: Any, request: Any) -> Any:
+        if not self.node.authorization.allowed(AclOperation.DESCRIBE):
+            return top_level_refusal(scram_api.DESCRIBE_USER_SCRAM_CREDENTIALS, header.request_api_version,
+                                     ErrorCode.cluster_authorization_failed, REFUSED)
         return scram_api.describe(self.node.image, header, request)
+
+    # ---------------------------------------------------------------- ACLs (acl_api.py)
+
+    async def create_acls(self, header: Any, request: Any) -> Any:
+        if not self.node.authorization.allowed(AclOperation.ALTER):
+            return acl_api.create_refusal(header, request, ErrorCode.cluster_authorization_failed, REFUSED)
+        acls = acl_api.creations(request)
+        return acl_api.create_response(header, await self._whole(
+            lambda im: acl_api.create_acls(im, acls), len(acls)))
+
+    async def delete_acls(self, header: Any, request: Any) -> Any:
+        if not self.node.authorization.allowed(AclOperation.ALTER):
+            return acl_api.delete_refusal(header, request, ErrorCode.cluster_authorization_failed, REFUSED)
+        filters = [acl_api.filter_of(f) for f in request.filters]
+        return acl_api.delete_response(header, await self._whole(
+            lambda im: acl_api.delete_acls(im, filters), len(filters)))
+
+    async def describe_acls(self, header: Any, request: Any) -> Any:
+        if not self.node.authorization.allowed(AclOperation.DESCRIBE):
+            return acl_api.describe_refusal(header, ErrorCode.cluster_authorization_failed, REFUSED)
+        return acl_api.describe(self.node.image, header, request)
+
+    async def _whole(self, operation: Callable[[MetadataImage], ControllerResult[list[Any]]], items: int) -> list[Any]:
+        """An operation answered per item, whose failure as a whole is every item's."""
+        try:
+            return await self._run(operation, DEFAULT_TIMEOUT_MS)
+        except ControllerError as e:
+            return [e] * items
+        except NotControllerError as e:
+            return [Refusal(ErrorCode.not_controller, str(e))] * items
+        except TimeoutError:
+            return [Refusal(ErrorCode.request_timed_out, "the records were not committed in time")] * items
 
     # ---------------------------------------------------------------- brokers
 

@@ -40,6 +40,8 @@ from kraft.protocol.build import build_response
 from kraft.raft.epochs import UNKNOWN, fence
 from kraft.raft.messages import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, NO_LEADER
 from kraft.records import BatchHeader, CorruptRecordError, iter_file_batches, read_batches
+from kraft.security.acl import AclOperation, ResourceType
+from kraft.server.authorization import REFUSED
 from kraft.server.context import NodeContext
 from kraft.storage import FileRegion
 
@@ -121,11 +123,25 @@ class ClientReads:
         return self._unknown(name, topic_id) or ErrorCode.unknown_topic_or_partition
 
     def _serve(self, partition: int, name: str | None, topic_id: uuid.UUID | None,
-               current_leader_epoch: int = NO_EPOCH) -> ErrorCode:
+               current_leader_epoch: int = NO_EPOCH, operation: AclOperation = AclOperation.DESCRIBE) -> ErrorCode:
         """NONE if this node serves the partition to a client knowing `current_leader_epoch`
-        (KIP-320: the leader of that epoch; a client may send -1, any epoch)."""
-        return self._locate(partition, name, topic_id) or fence(
+        (KIP-320: the leader of that epoch; a client may send -1, any epoch) and allowed
+        `operation` on the topic (ACLs, when on: checked first, so a topic's existence is not
+        told to whoever may not see it, as Kafka answers)."""
+        return self._denied(operation, name, topic_id) or self._locate(partition, name, topic_id) or fence(
             current_leader_epoch, self.node.epoch, self.node.is_leader, unchecked_allowed=True)
+
+    def _denied(self, operation: AclOperation, name: str | None, topic_id: uuid.UUID | None) -> ErrorCode:
+        """TOPIC_AUTHORIZATION_FAILED if the request's principal may not `operation` the topic."""
+        authorization = self.node.authorization
+        if not authorization.enabled:
+            return ErrorCode.none
+        if name is None:
+            topic = self._image_topic_of(None, topic_id)
+            name = METADATA_TOPIC if self._is_log(None, topic_id) else (topic.name if topic is not None else None)
+        if name is None or authorization.allowed(operation, ResourceType.TOPIC, name):
+            return ErrorCode.none  # an unknown id is answered as unknown
+        return ErrorCode.topic_authorization_failed
 
     def _leader_and_epoch(self, listed: Container[int] | None = None) -> dict[str, int]:
         """The leader and its epoch, or both unknown (-1) while no leader is known or the
@@ -238,6 +254,8 @@ class ClientReads:
             image_topics = self.image.topics_by_name
             topics = [self._log_topic(brokers)] + [self._image_topic(image_topics[n], listener.name, brokers)
                                                    for n in sorted(image_topics.keys())]
+            # All topics: those the principal may not DESCRIBE are left out (Kafka's rule).
+            topics = [t for t in topics if not self._denied(AclOperation.DESCRIBE, t["name"], None)]
         else:
             if version < 12 and any(t.name is None for t in request.topics):
                 # Kafka's KafkaApis refuses it alike: ids replace names only from v12, and a
@@ -246,6 +264,9 @@ class ClientReads:
                     f"Metadata v{version}: a topic name may be null only from v12"
                 )
             topics = [self._requested_topic(t.name, getattr(t, "topic_id", None), listener.name, brokers)
+                      if not self._denied(AclOperation.DESCRIBE, t.name, getattr(t, "topic_id", None))
+                      else {"error_code": ErrorCode.topic_authorization_failed, "name": t.name,
+                            "topic_id": ZERO_UUID, "partitions": []}
                       for t in request.topics]
         me = self.node.node_id
         return build_response(METADATA, version, {
@@ -402,7 +423,8 @@ class ClientReads:
                                  "preferred_read_replica": NO_LEADER, "records": b""}
         node, offset = self.node, p.fetch_offset
         hw, start = node.high_watermark, node.log_start
-        error = self._serve(p.partition, name, topic_id, p.current_leader_epoch if version >= 9 else NO_EPOCH)
+        error = self._serve(p.partition, name, topic_id, p.current_leader_epoch if version >= 9 else NO_EPOCH,
+                            AclOperation.READ)
         if not error and hw is None:
             error = ErrorCode.offset_not_available  # a new leader that has not committed yet
         if not error and offset < start:
@@ -448,6 +470,8 @@ class ClientReads:
     # ---------------------------------------------------------------- writes, refused
 
     def _produce_refusal(self, name: str | None, topic_id: uuid.UUID | None) -> tuple[ErrorCode, str]:
+        if self._denied(AclOperation.WRITE, name, topic_id):
+            return ErrorCode.topic_authorization_failed, REFUSED
         if self._is_log(name, topic_id):
             return ErrorCode.policy_violation, (
                 f"{METADATA_TOPIC} is written by the controller only; change metadata through the admin APIs"
@@ -481,7 +505,8 @@ class ClientReads:
         for topic in request.topics:
             partitions = []
             for p in topic.partitions:
-                error = self._locate(p.partition_index, topic.name)
+                error = self._denied(AclOperation.DELETE, topic.name, None) or self._locate(p.partition_index,
+                                                                                            topic.name)
                 partitions.append({"partition_index": p.partition_index, "low_watermark": -1,
                                    "error_code": error or ErrorCode.policy_violation})
             topics.append({"name": topic.name, "partitions": partitions})

@@ -425,6 +425,9 @@ def _check(config: ServerConfig) -> None:
             )
     if config.client_listener is None:
         raise ConfigError(f"{source}: listeners: no client listener (one not in controller.listener.names)")
+    if config["authorizer.class.name"] not in ("", sec.STANDARD_AUTHORIZER):
+        raise ConfigError(f"{source}: authorizer.class.name {config['authorizer.class.name']} is not served; "
+                          f"kraft's is Kafka's KRaft authorizer: {sec.STANDARD_AUTHORIZER}")
     controller_name = config.controller_listener_name
     controller_protocol = config.protocol_of(controller_name)
     if not controller_protocol:

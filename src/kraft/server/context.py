@@ -23,6 +23,7 @@ from kraft.metadata import MetadataImage
 from kraft.metadata.controller import ControllerResult
 from kraft.raft import RaftCore
 from kraft.raft.epochs import EpochHistory
+from kraft.server.authorization import Authorization
 from kraft.server.config import ServerConfig
 from kraft.server.listener_security import ControllerConnector
 from kraft.server.metrics import NodeMetrics
@@ -71,6 +72,11 @@ class NodeContext(Protocol):
     @property
     def controller_connector(self) -> ControllerConnector:
         """How this node connects to a controller listener (its TLS and SASL login)."""
+        ...
+
+    @property
+    def authorization(self) -> Authorization:
+        """Whether the request being handled may act (ACLs; everything, when off)."""
         ...
 
     @property

@@ -46,7 +46,9 @@ from kraft.metadata.controller import validate_topic_name
 from kraft.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
+from kraft.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kraft.server.admin import Refusal
+from kraft.server.authorization import REFUSED
 from kraft.server.config import parse_properties
 from kraft.server.context import NodeContext
 
@@ -201,6 +203,15 @@ class DescribeConfigs:
         raise Refusal(ErrorCode.invalid_request, f"Unsupported resource type: {resource_type} (kraft describes "
                       "topics (2) and brokers (4))")
 
+    def _authorize(self, resource_type: int, name: str) -> None:
+        """DESCRIBE_CONFIGS on the topic, or on the cluster for a broker's (Kafka's rule)."""
+        topic = resource_type == ConfigResourceType.TOPIC
+        if not self.node.authorization.allowed(AclOperation.DESCRIBE_CONFIGS,
+                                               ResourceType.TOPIC if topic else ResourceType.CLUSTER,
+                                               name if topic else CLUSTER_NAME):
+            raise Refusal(ErrorCode.topic_authorization_failed if topic else ErrorCode.cluster_authorization_failed,
+                          REFUSED)
+
     async def describe_configs(self, header: Any, request: Any) -> Any:
         documented = getattr(request, "include_documentation", False)
         results = []
@@ -208,6 +219,7 @@ class DescribeConfigs:
             entry: dict[str, Any] = {"error_code": ErrorCode.none, "error_message": None, "configs": [],
                                      "resource_type": r.resource_type, "resource_name": r.resource_name}
             try:
+                self._authorize(r.resource_type, r.resource_name)
                 described = self.configs_of(r.resource_type, r.resource_name)
             except Refusal as e:
                 entry.update(error_code=e.error, error_message=e.message)

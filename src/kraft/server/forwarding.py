@@ -65,7 +65,7 @@ from kraft.protocol.codec import (
 )
 from kraft.protocol.connection import KafkaConnection
 from kraft.protocol.errors import ProtocolError
-from kraft.protocol.session import current_session
+from kraft.protocol.session import SESSION, current_session
 from kraft.raft import messages as m
 from kraft.server.admin import AdminApi, request_timeout_ms
 from kraft.server.context import NodeContext
@@ -110,6 +110,14 @@ def address_bytes(host: str) -> bytes:
         return ipaddress.ip_address(host).packed
     except ValueError:
         return bytes(4)
+
+
+def address_text(data: bytes | None) -> str:
+    """The address an Envelope carries, as text ("0.0.0.0" if it is not 4 or 16 bytes)."""
+    try:
+        return str(ipaddress.ip_address(bytes(data or b"")))
+    except ValueError:
+        return "0.0.0.0"
 
 
 def principal_name(data: bytes | None) -> str:
@@ -269,11 +277,18 @@ class Forwarding:
         if not low <= inner_header.request_api_version <= high:
             return answer(ErrorCode.unsupported_version)
         try:
-            principal_name(request.request_principal)
+            principal = principal_name(request.request_principal)
         except ValueError as e:
             log.info("node %d: a forwarded request's principal does not decode: %s", self.node.node_id, e)
             return answer(ErrorCode.principal_deserialization_failure)
-        response = await handler(inner_header, inner)
+        # The inner request is the client's: it is authorized as the principal the envelope carries.
+        client = dataclasses.replace(current_session(), principal=principal,
+                                     client_address=(address_text(request.client_host_address), 0))
+        token = SESSION.set(client)
+        try:
+            response = await handler(inner_header, inner)
+        finally:
+            SESSION.reset(token)
         if not_controller(response):
             return answer(ErrorCode.not_controller)
         return answer(ErrorCode.none, encode_response(inner_header.correlation_id, response)[4:])

@@ -34,6 +34,7 @@ from kraft.raft import InvariantViolation, RaftConfig, RaftCore, Reply, Send
 from kraft.raft import messages as m
 from kraft.raft.epochs import EpochHistory
 from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.server.authorization import Authorization
 from kraft.server.client_api import ClientApi
 from kraft.server.config import ServerConfig
 from kraft.server.listener_security import ControllerConnector, controller_connector, listener_security
@@ -85,6 +86,7 @@ class KraftNode:
         self.controller_connector: ControllerConnector = controller_connector(config)
         self._security = {lst.name: listener_security(config, lst.name, lambda: self.image)
                           for lst in config["listeners"]}
+        self.authorization = Authorization(config, lambda: self.image)
         # Before anything is read or written there: one process per data directory.
         self._lock = DirectoryLock(config.log_dir).acquire()
         try:
@@ -192,6 +194,10 @@ class KraftNode:
         self.client_api.register(self.client_server)
         if self.raft_server is not None:
             self.client_api.register_controller_apis(self.raft_server)
+        if self.authorization.enabled:
+            self.client_server.guard = self.authorization.client_guard
+            if self.raft_server is not None:
+                self.raft_server.guard = self.authorization.controller_guard
         self.client_address = await self.client_server.start(client.endpoint.host, client.endpoint.port)
         if c["kraft.metrics.port"] >= 0:
             host, port = c["kraft.metrics.host"], c["kraft.metrics.port"]

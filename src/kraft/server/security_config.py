@@ -71,7 +71,12 @@ PER_LISTENER: dict[str, tuple[Callable[[str], Any], Any]] = {
 GLOBAL: dict[str, tuple[Callable[[str], Any], Any]] = {
     "sasl.mechanism.controller.protocol": (_upper, "GSSAPI"),  # how this node logs in to controllers
     "connection.failed.authentication.delay.ms": (lambda v: max(0, int(v.strip())), 100),
+    # ACLs (authorization.py): on only with Kafka's KRaft authorizer named, as Kafka's are
+    "authorizer.class.name": (_text, ""),
+    "super.users": (_text, ""),
+    "allow.everyone.if.no.acl.found": (lambda v: _choice("true", "false")(v) == "true", False),
 }
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 def listener_key(key: str, raw: str) -> tuple[tuple[str, str], Any] | None:

@@ -54,6 +54,9 @@ def test_scram_refuses_a_wrong_password_an_unknown_user_and_a_forged_nonce(mecha
         server.evaluate(final)
     with pytest.raises(SaslAuthenticationError, match="channel binding"):
         ScramServer(mechanism, lookup).evaluate(b"p=tls-unique,,n=alice,r=abc")
+    with pytest.raises(SaslAuthenticationError, match="invalid credentials"):  # a delegation token: none here
+        ScramServer(mechanism, lookup).evaluate(b"n,,n=alice,r=abc,tokenauth=true")
+    assert ScramServer(mechanism, lookup).evaluate(b"n,,n=alice,r=abc,other=1").startswith(b"r=abc")
 
 
 def test_scram_names_are_escaped_and_an_authzid_must_be_the_user():

@@ -101,7 +101,8 @@ def _attributes(message: str) -> dict[str, str]:
     return attributes
 
 
-_CLIENT_FIRST = re.compile(r"^n,(?:a=([^,]*))?,(n=[^,]*,r=[^,]*(?:,.*)?)$", re.DOTALL)
+# gs2 header (no channel binding, an optional authzid), then n=user,r=nonce and extensions
+_CLIENT_FIRST = re.compile(r"^n,(?:a=([^,]*))?,(n=([^,]*),r=([^,]*)((?:,[^,]*)*))$", re.DOTALL)
 
 
 class ScramServer:
@@ -140,15 +141,13 @@ class ScramServer:
         match = _CLIENT_FIRST.match(text)
         if match is None:
             raise SaslAuthenticationError("Invalid SCRAM client first message (channel binding is not supported)")
-        authzid, bare = match[1], match[2]
-        attributes = _attributes(bare)
-        self._user = unescape_name(attributes["n"])
+        authzid, bare, saslname, client_nonce, extensions = match.groups()
+        self._user = unescape_name(saslname)
         if authzid and authzid != self._user:
             raise SaslAuthenticationError("Authentication failed: Client requested an authorization id that is "
                                           "different from username")
-        if attributes.get("t") is not None or "tokenauth=true" in bare.split(","):
+        if "tokenauth=true" in extensions.split(","):
             raise invalid_credentials(self.mechanism.mechanism_name)  # no delegation tokens here
-        client_nonce = attributes["r"]
         if not client_nonce:
             raise SaslAuthenticationError("Invalid SCRAM client first message: empty nonce")
         self._credential = self._lookup(self._user, self.mechanism)

@@ -171,3 +171,28 @@ def test_only_the_login_apis_before_a_login(sasl_cluster):
     node_login = ClientLogin("PLAIN", lambda: PlainClient("node", "node-pw"))
     answer = asyncio.run(ask(node.controller_port, m.describe_quorum_request(), login=node_login))
     assert answer.topics[0].partitions[0].leader_id in cluster.voter_ids
+
+
+def test_metadata_quorum_takes_kafkas_client_properties(sasl_cluster, tmp_path):
+    """`kraft metadata-quorum --command-config`, as kafka-metadata-quorum takes it: SASL_SSL
+    with a PEM truststore, PLAIN and SCRAM logins; a wrong password is one line."""
+    cluster, ca = sasl_cluster
+    wait_for_leader(cluster, client_tls(ca), ClientLogin("PLAIN", lambda: PlainClient("admin", ADMIN_PASSWORD)))
+
+    def quorum(mechanism: str, user: str, password: str) -> subprocess.CompletedProcess:
+        module = PLAIN_MODULE if mechanism == "PLAIN" else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        properties = tmp_path / f"{user}.properties"
+        properties.write_text(f"security.protocol=SASL_SSL\nssl.truststore.type=PEM\n"
+                              f"ssl.truststore.location={ca.cert}\nsasl.mechanism={mechanism}\n"
+                              f'sasl.jaas.config={module} required username="{user}" password="{password}";\n')
+        return subprocess.run([sys.executable, "-m", "kraft.cli", "metadata-quorum", "--bootstrap-server",
+                               cluster.nodes[1].client, "--command-config", str(properties), "describe", "--status"],
+                              capture_output=True, text=True, timeout=60)
+
+    for mechanism, user, password in (("PLAIN", "admin", ADMIN_PASSWORD),
+                                      ("SCRAM-SHA-256", "alice", ALICE_PASSWORD)):
+        out = quorum(mechanism, user, password)
+        assert out.returncode == 0 and cluster.cluster_id in out.stdout and "LeaderId" in out.stdout, out.stderr
+    refused = quorum("PLAIN", "admin", "wrong")
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "Invalid username or password" in refused.stderr

@@ -502,9 +502,9 @@ def test_metadata_quorum_says_what_is_wrong_with_its_arguments_in_one_line(args,
 
 def test_metadata_quorum_refuses_what_it_cannot_do_in_one_line(tmp_path):
     config = tmp_path / "admin.properties"
-    config.write_text("security.protocol=SASL_SSL\n")
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n")
     out = quorum_tool("--bootstrap-server", "127.0.0.1:1", "--command-config", str(config), "describe", "--status")
-    assert out.returncode == 1 and "security.protocol=SASL_SSL is not served by kraft yet" in out.stderr
+    assert out.returncode == 1 and "sasl.mechanism=GSSAPI is not one kraft speaks" in out.stderr
     out = quorum_tool("--bootstrap-server", "127.0.0.1:1", "describe", "--status", "--human-readable")
     assert out.returncode == 1 and "--human-readable is only supported along with --replication" in out.stderr
 

@@ -8,15 +8,17 @@ the brokers, or (asked on a controller listener, KIP-919) its controller endpoin
 """
 
 import asyncio
+import ssl
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kraft.cli.client_security import ClientConfigError, client_security
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
-from kraft.protocol.connection import KafkaConnection
+from kraft.protocol.connection import ClientLogin, KafkaConnection
 from kraft.raft import messages as m
 
 DESCRIBE_CLUSTER_VERSION = 1
@@ -33,6 +35,8 @@ class ClientSettings:
 
     client_id: str = "kraft-metadata-quorum"
     request_timeout_s: float = 10.0
+    tls: ssl.SSLContext | None = None  # security.protocol SSL or SASL_SSL (cli/client_security.py)
+    login: ClientLogin | None = None  # SASL_PLAINTEXT or SASL_SSL
 
 
 def parse_addresses(flag: str, value: str) -> list[tuple[str, int]]:
@@ -47,26 +51,28 @@ def parse_addresses(flag: str, value: str) -> list[tuple[str, int]]:
 
 
 def read_command_config(path: str) -> ClientSettings:
-    """The admin client properties kraft honours; a security protocol it cannot speak yet
-    is refused, the rest (Kafka's admin client has many) is left to Kafka's defaults."""
+    """The admin client properties kraft honours: the client id, the request timeout and the
+    connection's security (client_security.py); the rest (Kafka's admin client has many) is
+    left to Kafka's defaults."""
     from kraft.server.config import parse_properties
 
     try:
         entries = parse_properties(Path(path).read_text())
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"--command-config {path}: cannot read it ({e})") from None
-    protocol = entries.get("security.protocol", "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise UsageError(f"--command-config {path}: security.protocol={protocol} is not served by kraft yet; "
-                         "use PLAINTEXT")
+    try:
+        tls, login = client_security(entries, f"--command-config {path}")
+    except ClientConfigError as e:
+        raise UsageError(str(e)) from None
     timeout = entries.get("request.timeout.ms", "10000")
     if not timeout.isdigit() or int(timeout) < 1:
         raise UsageError(f"--command-config {path}: request.timeout.ms={timeout!r} is not a positive number")
-    return ClientSettings(entries.get("client.id", ClientSettings.client_id), int(timeout) / 1000)
+    return ClientSettings(entries.get("client.id", ClientSettings.client_id), int(timeout) / 1000, tls, login)
 
 
 async def _ask(address: tuple[str, int], request: Any, settings: ClientSettings) -> Any:
-    conn = await KafkaConnection.connect(*address, client_id=settings.client_id, timeout=settings.request_timeout_s)
+    conn = await KafkaConnection.connect(*address, client_id=settings.client_id, timeout=settings.request_timeout_s,
+                                         tls=settings.tls, login=settings.login)
     try:
         return await conn.request(request, settings.request_timeout_s)
     finally:

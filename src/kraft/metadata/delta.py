@@ -42,7 +42,8 @@ from typing import Any, ClassVar
 
 import immutables
 
-from kraft.metadata import isr_index, partition_replay
+import kraft.metadata.isr_index as isr_index
+import kraft.metadata.partition_replay as partition_replay
 from kraft.metadata.errors import InvalidRecordError
 from kraft.metadata.image import (
     DERIVED_FENCING,

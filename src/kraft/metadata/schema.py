@@ -32,7 +32,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any, TypeVar, dataclass_transform
 
-from kraft.metadata import _fields
+import kraft.metadata._fields as _fields
 from kraft.records.control import uvarint as encode_uvarint
 
 ZERO_UUID = bytes(16)

@@ -11,7 +11,7 @@ type cannot hold raises RecordEncodeError naming the record and the field.
 import struct
 from collections.abc import Callable
 
-from kraft.metadata import _fields
+import kraft.metadata._fields as _fields
 from kraft.metadata.errors import MetadataRecordError, RecordEncodeError
 from kraft.metadata.records import RECORD_TYPES, MetadataRecord
 from kraft.metadata.schema import Schema, schema_of, uvarint

@@ -23,7 +23,7 @@ from typing import Literal, NamedTuple
 
 from crc32c import crc32c
 
-from kraft.records import _codec
+import kraft.records._codec as _codec
 from kraft.records._codec import Record  # a decoded record: a tuple with named fields, fast to build
 from kraft.records.compression import Compression, compress, decompress
 from kraft.records.errors import CorruptRecordError, IncompleteBatchError

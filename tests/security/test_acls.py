@@ -215,10 +215,14 @@ def test_acls_made_described_and_deleted_by_kafka_clients_decide_forwarded_write
     # librdkafka reads the remaining DENY.
     confluent = AdminClient({"bootstrap.servers": cluster.nodes[2].client, "security.protocol": "SASL_PLAINTEXT",
                              "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-pw"})
-    bindings = confluent.describe_acls(AclBindingFilter(CResource.ANY, None, ResourcePatternType.ANY, None, None,
-                                                        COp.ANY, CPermission.ANY)).result(30)
-    assert [(b.name, b.principal, b.operation, b.permission_type) for b in bindings] == [
-        ("alice-2", "User:alice", COp.CREATE, CPermission.DENY)]
+
+    def remaining() -> list[tuple]:  # the observer answers from its image: once it applied the delete
+        bindings = confluent.describe_acls(AclBindingFilter(CResource.ANY, None, ResourcePatternType.ANY, None,
+                                                            None, COp.ANY, CPermission.ANY)).result(30)
+        return [(b.name, b.principal, b.operation, b.permission_type) for b in bindings]
+
+    wait_for(lambda: remaining() == [("alice-2", "User:alice", COp.CREATE, CPermission.DENY)], timeout=60,
+             what="librdkafka describing the remaining DENY")
 
 
 def _try(action, *args) -> bool:  # noqa: ANN001

@@ -122,8 +122,17 @@ def test_kafka_clients_log_in_with_plain_and_scram(sasl_cluster):
             return False
 
     wait_for(bob_lists_topics, timeout=60, what="bob logging in with SCRAM-SHA-512")
-    bob = alice.describe_user_scram_credentials(["bob"])["bob"].result(30)
-    assert [(c.mechanism, c.iterations) for c in bob.scram_credential_infos] == [
+    described_bob: list = []
+
+    def bob_described() -> bool:  # any node answers, from its own image: once it applied the record
+        try:
+            described_bob.append(alice.describe_user_scram_credentials(["bob"])["bob"].result(30))
+        except KafkaException:
+            return False
+        return True
+
+    wait_for(bob_described, timeout=60, what="bob's credential described")
+    assert [(c.mechanism, c.iterations) for c in described_bob[-1].scram_credential_infos] == [
         (ConfluentScram.SCRAM_SHA_512, 8192)]
     with pytest.raises(KafkaException):
         AdminClient({**bob_config, "sasl.password": "wrong"}).list_topics(timeout=5)

@@ -144,12 +144,13 @@ def run_levels(system: str, nodes: list[NodeProcess]) -> list[dict]:
     return rows
 
 
-def kraft_levels(directory: Path) -> list[dict]:
+def kraft_levels(directory: Path, overrides: dict[str, str] | None = None, system: str = "kraft") -> list[dict]:
+    """`overrides`: more server.properties (security_bench.py secures the listeners)."""
     cluster = LocalCluster(directory, voters=3, observers=0,
-                           overrides={"controller.quorum.append.linger.ms": str(LINGER_MS)})
+                           overrides={"controller.quorum.append.linger.ms": str(LINGER_MS), **(overrides or {})})
     nodes = [NodeProcess(["cluster_node.py", str(n.config_path)], n.log_path) for n in cluster.nodes.values()]
     try:
-        return run_levels("kraft", nodes)
+        return run_levels(system, nodes)
     finally:
         for node in nodes:
             node.close()

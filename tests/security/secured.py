@@ -9,9 +9,9 @@ from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol import ErrorCode
 from kraft.protocol.connection import ClientLogin, KafkaConnection
 from kraft.raft import messages as m
+from kraft.security.local_ca import CertificateAuthority, Issued
 
 from ..server.cluster_helpers import wait_for
-from .certs import CertificateAuthority, Issued
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 

@@ -238,7 +238,8 @@ def _try(action, *args) -> bool:  # noqa: ANN001
 def test_over_tls_only_the_certificates_the_acls_allow_act_as_nodes(tmp_path):
     """The controller listener requires certificates; the nodes' (CN=node) is a super user,
     another certificate from the same CA is refused every cluster API."""
-    from .certs import CertificateAuthority
+    from kraft.security.local_ca import CertificateAuthority
+
     from .secured import client_tls, tls_overrides
 
     ca = CertificateAuthority(tmp_path / "certs")

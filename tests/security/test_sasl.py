@@ -15,11 +15,11 @@ from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.connection import ClientLogin
 from kraft.raft import messages as m
+from kraft.security.local_ca import CertificateAuthority
 from kraft.security.plain import PlainClient
 from kraft.security.scram import ScramClient, ScramMechanism
 
 from ..server.cluster_helpers import wait_for
-from .certs import CertificateAuthority
 from .secured import PLAIN_MODULE, ask, client_tls, tls_overrides, wait_for_leader
 
 TP = ("__cluster_metadata", 0)

@@ -1,5 +1,9 @@
-"""Certificates the security tests make for themselves: a CA, and certificates it signs for
-nodes and clients (valid for localhost and 127.0.0.1), written as PEM files."""
+"""A certificate authority for local clusters: the security tests, the security benchmark.
+It signs certificates for nodes and clients, valid for localhost and 127.0.0.1, written as
+PEM files a node's ssl.keystore.location and ssl.truststore.location take.
+
+Needs the `cryptography` package (the dev extra); a node never imports this module.
+"""
 
 import datetime
 import ipaddress

@@ -8,7 +8,7 @@ import pytest
 
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.roles import Role
-from kraft.sim import Simulation, SimParams, SimulationFailure
+from kraft.sim import SimParams, Simulation, SimulationFailure
 
 SEEDS = range(4)
 

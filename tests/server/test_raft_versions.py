@@ -162,34 +162,32 @@ def test_a_stale_candidate_is_refused_with_the_current_leader_and_epoch(quorum, 
             assert endpoints(answer) == [quorum.endpoint(quorum.leader)]
 
 
-@pytest.mark.parametrize("version", versions("BeginQuorumEpoch"))
-def test_begin_quorum_epoch_of_an_old_epoch_is_fenced(quorum, version):
-    p = {"partition_index": 0, "voter_directory_id": NO_DIRECTORY, "leader_id": quorum.other(),
-         "leader_epoch": quorum.first_epoch}
-    body = {"cluster_id": quorum.cluster.cluster_id, "voter_id": quorum.follower,
-            "topics": [TOPIC | {"partitions": [p]}],
-            "leader_endpoints": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": quorum.controller(quorum.other())}]}
-    answer = ask(quorum.controller(quorum.follower), BEGIN_QUORUM_EPOCH, version, body)
+def announce_old_epoch(quorum, api_key: int, version: int, partition_fields: dict, top_fields: dict) -> None:
+    """A BeginQuorumEpoch or EndQuorumEpoch of an epoch the quorum has left is fenced,
+    naming the leader and its epoch (and, v1, its endpoint)."""
+    p = {"partition_index": 0, "leader_id": quorum.other(), "leader_epoch": quorum.first_epoch} | partition_fields
+    body = {"cluster_id": quorum.cluster.cluster_id, "topics": [TOPIC | {"partitions": [p]}],
+            "leader_endpoints": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": quorum.controller(quorum.other())}],
+            **top_fields}
+    answer = ask(quorum.controller(quorum.follower), api_key, version, body)
     got = partition(answer)
     assert (answer.error_code, got.error_code, got.leader_id, got.leader_epoch) == (
         ErrorCode.none, ErrorCode.fenced_leader_epoch, quorum.leader, quorum.epoch)
     if version >= 1:
         assert endpoints(answer) == [quorum.endpoint(quorum.leader)]
+
+
+@pytest.mark.parametrize("version", versions("BeginQuorumEpoch"))
+def test_begin_quorum_epoch_of_an_old_epoch_is_fenced(quorum, version):
+    announce_old_epoch(quorum, BEGIN_QUORUM_EPOCH, version, {"voter_directory_id": NO_DIRECTORY},
+                       {"voter_id": quorum.follower})
 
 
 @pytest.mark.parametrize("version", versions("EndQuorumEpoch"))
 def test_end_quorum_epoch_of_an_old_epoch_is_fenced(quorum, version):
-    p = {"partition_index": 0, "leader_id": quorum.other(), "leader_epoch": quorum.first_epoch,
-         "preferred_successors": [quorum.follower],
-         "preferred_candidates": [{"candidate_id": quorum.follower, "candidate_directory_id": NO_DIRECTORY}]}
-    body = {"cluster_id": quorum.cluster.cluster_id, "topics": [TOPIC | {"partitions": [p]}],
-            "leader_endpoints": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": quorum.controller(quorum.other())}]}
-    answer = ask(quorum.controller(quorum.follower), END_QUORUM_EPOCH, version, body)
-    got = partition(answer)
-    assert (answer.error_code, got.error_code, got.leader_id, got.leader_epoch) == (
-        ErrorCode.none, ErrorCode.fenced_leader_epoch, quorum.leader, quorum.epoch)
-    if version >= 1:
-        assert endpoints(answer) == [quorum.endpoint(quorum.leader)]
+    successors = {"preferred_successors": [quorum.follower],
+                  "preferred_candidates": [{"candidate_id": quorum.follower, "candidate_directory_id": NO_DIRECTORY}]}
+    announce_old_epoch(quorum, END_QUORUM_EPOCH, version, successors, {})
 
 
 # ---------------------------------------------------------------- replication

@@ -128,6 +128,13 @@ def test_an_epoch_older_than_all_ends_at_zero_when_the_log_began_there(logs):
     assert log.end_offset_for_epoch(1) == OffsetAndEpoch(0, 1)
 
 
+def check_ends_before_and_after_a_restart(logs, log, expected: dict[int, OffsetAndEpoch]) -> None:
+    """Where each asked epoch ends, now and once the log is reopened as a restart does."""
+    assert {e: log.end_offset_for_epoch(e) for e in expected} == expected
+    log = logs.reopen(log)
+    assert {e: log.end_offset_for_epoch(e) for e in expected} == expected, "the same after a restart"
+
+
 def test_epochs_below_the_log_start_stay_known(logs):
     log = logs.open()
     for epoch in (1, 2, 3):
@@ -137,10 +144,8 @@ def test_epochs_below_the_log_start_stay_known(logs):
     assert (log.end_offset_for_epoch(1), log.end_offset_for_epoch(2)) == (OffsetAndEpoch(5, 1), OffsetAndEpoch(10, 2))
     log.advance_start_offset(15)
     assert log.latest_epoch is None, "no batch left in the log"
-    expected = [OffsetAndEpoch(5, 1), OffsetAndEpoch(10, 2), OffsetAndEpoch(15, 3), OffsetAndEpoch(15, 3)]
-    assert [log.end_offset_for_epoch(e) for e in (1, 2, 3, 4)] == expected
-    log = logs.reopen(log)
-    assert [log.end_offset_for_epoch(e) for e in (1, 2, 3, 4)] == expected, "the same after a restart"
+    check_ends_before_and_after_a_restart(logs, log, {
+        1: OffsetAndEpoch(5, 1), 2: OffsetAndEpoch(10, 2), 3: OffsetAndEpoch(15, 3), 4: OffsetAndEpoch(15, 3)})
 
 
 def test_a_restart_from_a_snapshot_this_log_agrees_with_keeps_its_history(logs):
@@ -151,10 +156,8 @@ def test_a_restart_from_a_snapshot_this_log_agrees_with_keeps_its_history(logs):
     assert log.epoch_entries() == [(1, 0), (2, 5)]
     log.append_as_leader(batch(5), epoch=7)
     log.flush()
-    expected = [OffsetAndEpoch(5, 1), OffsetAndEpoch(8, 2), OffsetAndEpoch(8, 2), OffsetAndEpoch(13, 7)]
-    assert [log.end_offset_for_epoch(e) for e in (1, 2, 4, 7)] == expected
-    log = logs.reopen(log)
-    assert [log.end_offset_for_epoch(e) for e in (1, 2, 4, 7)] == expected, "the same after a restart"
+    check_ends_before_and_after_a_restart(logs, log, {
+        1: OffsetAndEpoch(5, 1), 2: OffsetAndEpoch(8, 2), 4: OffsetAndEpoch(8, 2), 7: OffsetAndEpoch(13, 7)})
 
 
 def test_a_restart_from_a_snapshot_this_log_disagrees_with_knows_only_the_snapshots_epoch(logs):

@@ -29,19 +29,14 @@ from kraft.protocol.session import SASL_PLAINTEXT, SASL_SSL, SSL, ListenerSecuri
 from kraft.security.plain import PLAIN, PlainClient, PlainServer
 from kraft.security.sasl import SaslServerExchange
 from kraft.security.scram import ScramCredential, ScramMechanism, ScramServer
-from kraft.security.tls import TlsConfigError, client_context, server_context
+from kraft.security.tls import TlsConfigError, TlsSettings, client_context, server_context
 from kraft.server.config import ConfigError, Endpoint, ServerConfig
 
 
 def listener_security(config: ServerConfig, listener: str, image: Callable[[], MetadataImage]) -> ListenerSecurity:
     """How `listener` is secured; `image` gives the committed metadata image (SCRAM logins)."""
     protocol = config.protocol_of(listener)
-    tls = None
-    if protocol in (SSL, SASL_SSL):
-        try:
-            tls = server_context(config.tls_settings(listener))
-        except TlsConfigError as e:
-            raise ConfigError(str(e)) from None
+    tls = _tls_context(config, listener, server_context)
     mechanisms: dict[str, Callable[[], SaslServerExchange]] = {}
     if protocol in (SASL_PLAINTEXT, SASL_SSL):
         for name in config.setting(listener, "sasl.enabled.mechanisms"):
@@ -56,6 +51,18 @@ def listener_security(config: ServerConfig, listener: str, image: Callable[[], M
                 mechanisms[name] = partial(ScramServer, scram, partial(_scram_credential, image))
     delay_s = config["connection.failed.authentication.delay.ms"] / 1000
     return ListenerSecurity(listener, protocol, tls, mechanisms, delay_s)
+
+
+def _tls_context(config: ServerConfig, listener: str,
+                 make: Callable[[TlsSettings], ssl.SSLContext]) -> ssl.SSLContext | None:
+    """The listener's TLS context (server or client side), if its protocol has TLS; a bad
+    keystore or truststore is a ConfigError, one line at start."""
+    if config.protocol_of(listener) not in (SSL, SASL_SSL):
+        return None
+    try:
+        return make(config.tls_settings(listener))
+    except TlsConfigError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _scram_credential(image: Callable[[], MetadataImage], user: str, mechanism: ScramMechanism) -> ScramCredential | None:
@@ -80,12 +87,7 @@ class ControllerConnector:
 def controller_connector(config: ServerConfig) -> ControllerConnector:
     listener = config.controller_listener_name
     protocol = config.protocol_of(listener)
-    tls = None
-    if protocol in (SSL, SASL_SSL):
-        try:
-            tls = client_context(config.tls_settings(listener))
-        except TlsConfigError as e:
-            raise ConfigError(str(e)) from None
+    tls = _tls_context(config, listener, client_context)
     login = None
     if protocol in (SASL_PLAINTEXT, SASL_SSL):
         jaas = config.jaas(listener, PLAIN)

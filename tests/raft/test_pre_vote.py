@@ -143,3 +143,15 @@ def test_a_follower_whose_pre_vote_fails_follows_its_leader_again():
     assert (node.core.role, node.core.leader_id, node.core.epoch) == (Role.FOLLOWER, 1, 2)
     node.advance(node.config.retry_backoff_ms)
     assert [s.destination for s in node.sends(m.FetchRequest)] == [1], "fetching from its leader again"
+
+
+def test_a_resigned_leader_asking_again_is_still_the_resigned_leader_after_a_restart():
+    """Its pre-vote writes nothing: restarted, it resigns again rather than campaign in the
+    epoch it led, which the voters that elected it would grant it a second time."""
+    node = Node(1, state=ElectionState(5, 1, 1, (1, 2, 3)))
+    assert node.core.role == Role.RESIGNED
+    node.advance(3000)
+    assert node.core.role == Role.PROSPECTIVE
+    assert node.store.read() == ElectionState(5, 1, 1, (1, 2, 3))
+    node.restart()
+    assert (node.core.role, node.core.epoch) == (Role.RESIGNED, 5)

@@ -89,7 +89,7 @@ class Elections:
         lost = len(voters) - len(campaign.rejected | campaign.unreachable) < self.config.majority
         if now >= campaign.election_deadline or lost:
             leader = self.quorum.leader_id
-            if isinstance(campaign, Prospective) and leader is not None:
+            if isinstance(campaign, Prospective) and leader is not None and leader != self.node_id:
                 # As Kafka: a follower whose pre-vote failed follows its leader again (the
                 # voters refusing it still hear from that leader); it asks again if its
                 # fetches time out again.

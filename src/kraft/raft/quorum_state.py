@@ -156,9 +156,11 @@ class QuorumState:
         self._transition(Voted(self.election_timer(now)), self.epoch, None, candidate)
 
     def become_prospective(self, now: int) -> None:
-        """Pre-vote in this epoch. A follower keeps naming its leader; a resigned leader
-        stops naming itself; the vote cast stays cast."""
-        leader = self.leader_id if isinstance(self.state, Follower) else None
+        """Pre-vote in this epoch, changing nothing on disk: a follower keeps naming its
+        leader, and a resigned leader itself, so that a restart still restores it as the
+        leader of this epoch that resigned (and never a candidate of an epoch it led, which
+        the voters that elected it would elect again); the vote cast stays cast."""
+        leader = self.leader_id if isinstance(self.state, Follower | Resigned) else None
         prospective = Prospective(self.election_timer(now), granted={self.node_id})
         self._transition(prospective, self.epoch, leader, self.voted_id)
 

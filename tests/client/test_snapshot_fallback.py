@@ -6,39 +6,20 @@ then the log from the snapshot's end, and no topic ever created is missing."""
 import pytest
 
 from kraft.cli.local_cluster import LocalCluster
-from kraft.client import Consumer, ConsumerRecord, OffsetAndEpoch, OffsetOutOfRangeError, TopicPartition
+from kraft.client import Consumer, ConsumerRecord, OffsetAndEpoch, OffsetOutOfRangeError
 from kraft.metadata import decode_record
 from kraft.metadata.records import TopicRecord
 from kraft.records.control import ControlType, parse_control_key
-from tests.server.cluster_helpers import create_topics, wait_for
+from tests.server.cluster_helpers import METADATA_TP, create_topics, trimmed_cluster, wait_for
 
-TP = TopicPartition("__cluster_metadata", 0)
-TRIMMED = {
-    "metadata.log.max.record.bytes.between.snapshots": "1500",
-    "metadata.snapshot.min.changed_records.ratio": "0",
-    "metadata.max.retention.bytes": "1",  # retention moves the log start to the latest snapshot
-}
+TP = METADATA_TP
 
 
 @pytest.fixture(scope="module")
 def trimmed(tmp_path_factory):
     """A cluster whose log start retention moved past offset 0, and the topics created."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("trimmed"), voters=3, observers=0, overrides=TRIMMED)
-    cluster.start()
-    try:
-        names: list[str] = []
-
-        def log_start() -> int:
-            with Consumer(cluster.bootstrap_servers()) as c:
-                return c.beginning_offsets([TP])[TP].offset
-
-        while log_start() == 0:
-            assert len(names) < 300, "retention never moved the log start"
-            create_topics(cluster, f"t{len(names)}", 1)
-            names.append(f"t{len(names)}-0")
-        yield cluster, names
-    finally:
-        cluster.stop()
+    with trimmed_cluster(tmp_path_factory.mktemp("trimmed")) as found:
+        yield found
 
 
 def control_type(record: ConsumerRecord) -> ControlType | None:

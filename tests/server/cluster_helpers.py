@@ -4,15 +4,50 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kraft.cli.cluster_client import create_topic_at_leader, describe_quorum
 from kraft.cli.local_cluster import LocalCluster
+from kraft.client import Consumer, TopicPartition
 from kraft.protocol import ErrorCode
 
 # No NoOps while idle (Kafka writes one every metadata.max.idle.interval.ms): for tests that
 # need a log at rest, to compare figures between two reads or to see it empty after a snapshot.
 QUIET = {"metadata.max.idle.interval.ms": "0"}
+
+# Small, frequent snapshots and retention that keeps only the latest: the log start moves.
+TRIMMED = {
+    "metadata.log.max.record.bytes.between.snapshots": "1500",
+    "metadata.snapshot.min.changed_records.ratio": "0",
+    "metadata.max.retention.bytes": "1",  # retention moves the log start to the latest snapshot
+}
+METADATA_TP = TopicPartition("__cluster_metadata", 0)
+
+
+def log_ends(cluster: LocalCluster) -> tuple[int, int]:
+    """(log start, high watermark) of the metadata log, as a consumer sees them."""
+    with Consumer(cluster.bootstrap_servers()) as consumer:
+        return (consumer.beginning_offsets([METADATA_TP])[METADATA_TP].offset,
+                consumer.end_offsets([METADATA_TP])[METADATA_TP].offset)
+
+
+@contextmanager
+def trimmed_cluster(directory: Path, **overrides: str) -> Iterator[tuple[LocalCluster, list[str]]]:
+    """A running three-voter cluster whose log start retention moved past offset 0, and the
+    topics created to get it there."""
+    cluster = LocalCluster(directory, voters=3, observers=0, overrides=TRIMMED | overrides)
+    cluster.start()
+    try:
+        names: list[str] = []
+        while log_ends(cluster)[0] == 0:
+            assert len(names) < 300, "retention never moved the log start"
+            create_topics(cluster, f"t{len(names)}", 1)
+            names.append(f"t{len(names)}-0")
+        yield cluster, names
+    finally:
+        cluster.stop()
 
 
 def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:

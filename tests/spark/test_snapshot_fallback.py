@@ -8,43 +8,21 @@ import time
 
 import pytest
 
-from kraft.cli.local_cluster import LocalCluster
-from kraft.client import Consumer, TopicPartition
 from kraft.records.control import ControlType, parse_control_key
 from kraft.spark.history import HISTORY_SCHEMA
 from kraft.spark.rows import RECORD_SCHEMA
-from tests.server.cluster_helpers import QUIET, create_topics, wait_for
+from tests.server.cluster_helpers import METADATA_TP, QUIET, create_topics, log_ends, trimmed_cluster, wait_for
 
 TOPIC = "__cluster_metadata"
-TP = TopicPartition(TOPIC, 0)
-TRIMMED = {
-    "metadata.log.max.record.bytes.between.snapshots": "1500",
-    "metadata.snapshot.min.changed_records.ratio": "0",
-    "metadata.max.retention.bytes": "1",  # retention moves the log start to the latest snapshot
-    **QUIET,  # the log comes to rest when nothing is written: a stream can catch up
-}
-
-
-def ends(cluster: LocalCluster) -> tuple[int, int]:
-    """(log start, high watermark)."""
-    with Consumer(cluster.bootstrap_servers()) as consumer:
-        return consumer.beginning_offsets([TP])[TP].offset, consumer.end_offsets([TP])[TP].offset
+TP = METADATA_TP
 
 
 @pytest.fixture(scope="module")
 def trimmed(tmp_path_factory):
-    """A cluster whose log start retention moved past offset 0, and the topics created."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("trimmed"), voters=3, observers=0, overrides=TRIMMED)
-    cluster.start()
-    try:
-        names: list[str] = []
-        while ends(cluster)[0] == 0:
-            assert len(names) < 300, "retention never moved the log start"
-            create_topics(cluster, f"t{len(names)}", 1)
-            names.append(f"t{len(names)}-0")
-        yield cluster, names
-    finally:
-        cluster.stop()
+    """A cluster whose log start retention moved past offset 0, and the topics created; quiet
+    (no idle NoOps), so the log comes to rest when nothing is written and a stream can catch up."""
+    with trimmed_cluster(tmp_path_factory.mktemp("trimmed"), **QUIET) as found:
+        yield found
 
 
 def read(spark, cluster, **options):
@@ -61,7 +39,7 @@ def covered(rows) -> tuple[list[int], set[int]]:
 
 def test_a_batch_read_from_before_the_log_start_fails_skips_or_reads_the_snapshot(spark, trimmed):
     cluster, names = trimmed
-    start, hw = ends(cluster)
+    start, hw = log_ends(cluster)
     with pytest.raises(Exception, match=r"offset 0 is outside the log .* snapshotFallback=true"):
         read(spark, cluster).collect()
     skipped = read(spark, cluster, failOnDataLoss="false", endingOffsets=json.dumps({TOPIC: {"0": hw}}))
@@ -109,11 +87,11 @@ def test_a_lagging_stream_loses_no_offset_to_retention(spark, trimmed, tmp_path)
         wait_for(lambda: position() >= 0, timeout=60, what="the stream's first micro-batch")
         created = 0
         deadline = time.monotonic() + 120
-        while ends(cluster)[0] <= position():  # until retention passed what the stream has read
+        while log_ends(cluster)[0] <= position():  # until retention passed what the stream has read
             assert time.monotonic() < deadline, "the log start never passed the stream"
             create_topics(cluster, f"lag{created}", 1)
             created += 1
-        hw = ends(cluster)[1]
+        hw = log_ends(cluster)[1]
         wait_for(lambda: position() >= hw, timeout=120, what=f"the stream to reach {hw}")
     finally:
         query.stop()

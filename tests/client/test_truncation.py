@@ -15,6 +15,7 @@ from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as RdTopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
+from kafka.errors import KafkaConnectionError as KpConnectionError
 from kafka.errors import LogTruncationError as KpLogTruncationError
 
 from kraft.cli.cluster_client import create_topic, leader
@@ -52,8 +53,15 @@ class Readers:
         wait_for(lambda: self.ours.poll(200) is not None and self.ours.position(TopicPartition(TOPIC, 0)) >= hw,
                  what="our consumer at the high watermark")
         tp = KpTopicPartition(TOPIC, 0)
-        wait_for(lambda: self.kp.poll(200) is not None and self.kp.position(tp) >= hw,
-                 what="kafka-python at the high watermark")
+
+        def kp_at_hw() -> bool:
+            try:
+                self.kp.poll(200)
+            except KpConnectionError:  # a broker it knew was killed (the survivor): asked again, as a client does
+                return False
+            return self.kp.position(tp) >= hw
+
+        wait_for(kp_at_hw, what="kafka-python at the high watermark")
 
         def rd_at_hw() -> bool:
             msg = self.rd.poll(0.2)

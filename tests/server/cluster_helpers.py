@@ -33,6 +33,18 @@ def log_ends(cluster: LocalCluster) -> tuple[int, int]:
                 consumer.end_offsets([METADATA_TP])[METADATA_TP].offset)
 
 
+def snapshots_at_rest(cluster: LocalCluster) -> bool:
+    """No snapshot being written on any node (a `.checkpoint.part` is opened in the same step
+    that decides one is due) and the log start at the leader's newest snapshot: once nothing
+    is written, neither a snapshot nor retention will move the log start again. The fixture
+    leaves when the loop sees the log start move, often with the next snapshot under way."""
+    if any(any(node.partition_dir.glob("*.checkpoint.part")) for node in cluster.nodes.values()):
+        return False
+    leader_id = describe_quorum(cluster, cluster.voter_ids[0]).leader_id
+    snapshots = sorted(cluster.nodes[leader_id].partition_dir.glob("*.checkpoint"))
+    return bool(snapshots) and log_ends(cluster)[0] == int(snapshots[-1].name.split("-")[0])
+
+
 @contextmanager
 def trimmed_cluster(directory: Path, **overrides: str) -> Iterator[tuple[LocalCluster, list[str]]]:
     """A running three-voter cluster whose log start retention moved past offset 0, and the
@@ -45,6 +57,7 @@ def trimmed_cluster(directory: Path, **overrides: str) -> Iterator[tuple[LocalCl
             assert len(names) < 300, "retention never moved the log start"
             create_topics(cluster, f"t{len(names)}", 1)
             names.append(f"t{len(names)}-0")
+        wait_for(lambda: snapshots_at_rest(cluster), timeout=60, what="the last snapshot and retention to finish")
         yield cluster, names
     finally:
         cluster.stop()

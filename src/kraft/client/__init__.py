@@ -2,15 +2,24 @@
 
 `consumer` holds the Consumer and its requests; `positions` where it is and the KIP-320 rule;
 `partition_state` each assigned partition's position and leader; `fetched` what a fetch hands
-out (records, batches, a snapshot downloaded whole); `errors` what it raises.
+out (records, batches, a snapshot downloaded whole); `errors` what it raises; `security` how it
+reaches a secured cluster (Kafka's security.protocol, ssl.* and sasl.* settings).
 """
 
 from kraft.client.consumer import Consumer
-from kraft.client.errors import ConsumerError, LogTruncationError, OffsetOutOfRangeError
+from kraft.client.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    ConsumerError,
+    LogTruncationError,
+    OffsetOutOfRangeError,
+)
 from kraft.client.fetched import ConsumerRecord, FetchedBatches
 from kraft.client.positions import OffsetAndEpoch, TopicPartition
 
 __all__ = [
+    "AuthenticationError",
+    "AuthorizationError",
     "Consumer",
     "ConsumerError",
     "ConsumerRecord",

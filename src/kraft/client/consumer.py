@@ -24,10 +24,16 @@ and hands it out whole (never part of a state): its records come first, each wit
 snapshot's last contained offset (its end offset - 1) and epoch and marked with its id
 (`ConsumerRecord.snapshot`, `FetchedBatches.snapshot`), then the log from the snapshot's end. A snapshot deleted or a
 leader changed while it downloads starts the download again from the answer to a new fetch.
+
+A secured cluster is reached with Kafka's client settings (`security`: security.protocol,
+ssl.*, sasl.*; see `kraft.client.security`), read when the consumer is made. A refused login
+or TLS handshake raises AuthenticationError, and a topic the ACLs do not let it describe or
+read AuthorizationError, at once: retrying cannot change either answer.
 """
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,13 +41,20 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, Literal, TypeVar
 
-from kraft.client.errors import ConsumerError, LogTruncationError, OffsetOutOfRangeError
+from kraft.client.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    ConsumerError,
+    LogTruncationError,
+    OffsetOutOfRangeError,
+)
 from kraft.client.fetched import ConsumerRecord, FetchedBatches, SnapshotDownload, snapshot_name
 from kraft.client.partition_state import NO_EPOCH, PartitionState, Reset
 from kraft.client.positions import OffsetAndEpoch, TopicPartition, diverged_at, holds
+from kraft.client.security import client_security
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
-from kraft.protocol.connection import KafkaConnection
+from kraft.protocol.connection import KafkaConnection, LoginRefused
 from kraft.records import Record, RecordError, read_batches
 
 log = logging.getLogger("kraft.client")
@@ -51,6 +64,7 @@ EARLIEST, LATEST = -2, -1
 LEADERSHIP = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
               ErrorCode.leader_not_available}
 RETRIABLE = LEADERSHIP | {ErrorCode.offset_not_available, ErrorCode.unknown_topic_or_partition}
+NOT_AUTHORIZED = {ErrorCode.topic_authorization_failed, ErrorCode.cluster_authorization_failed}
 SNAPSHOT_GONE = {ErrorCode.snapshot_not_found, ErrorCode.position_out_of_range}
 UNREACHABLE = (OSError, ConnectionError, asyncio.TimeoutError)
 _T = TypeVar("_T")
@@ -73,7 +87,9 @@ class Consumer:
     retrying after a leadership error or an unreachable leader, and how long calls other
     than poll() keep retrying before they raise. `snapshot_fallback`: a position below the
     log start goes on from the snapshot the log starts at (see the module docstring) instead
-    of being OFFSET_OUT_OF_RANGE."""
+    of being OFFSET_OUT_OF_RANGE. `security`: Kafka's client security settings by their
+    names (security.protocol, ssl.*, sasl.*; `kraft.client.security`); a bad one is a
+    ClientConfigError (a ValueError) naming it."""
 
     def __init__(
         self,
@@ -89,6 +105,7 @@ class Consumer:
         default_api_timeout_ms: int = 60_000,
         include_control: bool = False,
         snapshot_fallback: bool = False,
+        security: Mapping[str, str] | None = None,
     ) -> None:
         if auto_offset_reset not in ("none", "earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be none, earliest or latest, not {auto_offset_reset!r}")
@@ -106,6 +123,7 @@ class Consumer:
         self.api_timeout = default_api_timeout_ms / 1000
         self.include_control = include_control
         self.snapshot_fallback = snapshot_fallback
+        self._tls, self._login = client_security(security or {}, "kraft consumer", strict=True)
         self._loop = asyncio.new_event_loop()
         self._connections: dict[tuple[str, int], KafkaConnection] = {}
         self._partitions: dict[TopicPartition, PartitionState] = {}
@@ -256,13 +274,33 @@ class Consumer:
     async def _request(self, address: tuple[str, int], request: Any) -> Any:
         conn = self._connections.get(address)
         if conn is None or conn.closed:
-            conn = await KafkaConnection.connect(*address, client_id=self.client_id, timeout=self.timeout)
+            conn = await self._connect(address)
             self._connections[address] = conn
         try:
             return await conn.request(request, self.timeout)
         except (TimeoutError, ConnectionError):
             conn.close()
             raise
+
+    async def _connect(self, address: tuple[str, int]) -> KafkaConnection:
+        """A connection over the configured TLS, logged in; a refused login or handshake is
+        AuthenticationError (a TLS connection closed during its handshake is not: a node
+        stopping does that, and it is retried as any unreachable node is)."""
+        host, port = address
+        try:
+            return await KafkaConnection.connect(host, port, client_id=self.client_id, timeout=self.timeout,
+                                                 tls=self._tls, login=self._login)
+        except LoginRefused as e:
+            raise AuthenticationError(f"{host}:{port}: {e}; check sasl.mechanism, sasl.username and "
+                                      "sasl.password") from None
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
+            raise
+        except ssl.SSLError as e:
+            reason = getattr(e, "verify_message", None) or e.reason or str(e)
+            raise AuthenticationError(f"{host}:{port}: TLS handshake failed ({reason}); check the ssl.* settings: "
+                                      "the CA that signed the server's certificate, the client certificate "
+                                      "if the server asks for one, ssl.endpoint.identification.algorithm"
+                                      ) from None
 
     async def _to_leader(self, tp: TopicPartition, request: Any) -> Any:
         state = self._state(tp)
@@ -307,6 +345,9 @@ class Consumer:
             raise ConnectionError(f"no broker answered Metadata: {last}")
         self._cluster = _Cluster({b.node_id: (b.host, b.port) for b in response.brokers}, time.monotonic())
         for topic in response.topics:
+            if topic.error_code in NOT_AUTHORIZED:
+                raise AuthorizationError(f"Metadata {topic.name}: {topic.error_code.name.upper()}: the cluster's ACLs do not "
+                                         "let this consumer's principal DESCRIBE the topic")
             for p in topic.partitions:
                 state = self._partitions.get(TopicPartition(topic.name, p.partition_index))
                 if state is None:
@@ -329,7 +370,7 @@ class Consumer:
                 if p.error_code == ErrorCode.none:
                     return p
                 if p.error_code not in RETRIABLE:
-                    raise ConsumerError(f"{what} {tp}: {p.error_code.name}")
+                    raise _error(f"{what} {tp}", p.error_code)
                 why = p.error_code.name
             except UNREACHABLE as e:
                 why = str(e) or type(e).__name__
@@ -497,7 +538,7 @@ class Consumer:
             state.leader = None
             return None
         if error != ErrorCode.none:
-            raise ConsumerError(f"FetchSnapshot {tp} {snapshot_name(sid)}: {error.name}")
+            raise _error(f"FetchSnapshot {tp} {snapshot_name(sid)}", error)
         if p is None:
             raise ConsumerError(f"FetchSnapshot {tp}: the leader's answer names no partition")
         if p.position != download.position:
@@ -549,7 +590,7 @@ class Consumer:
             state.reset_to(self._policy())
             return None
         if p.error_code != ErrorCode.none:
-            raise ConsumerError(f"Fetch {tp}: {p.error_code.name}")
+            raise _error(f"Fetch {tp}", p.error_code)
         state.high_watermark = p.high_watermark
         if p.diverging_epoch.end_offset >= 0:  # the leader applied _holds to our LastFetchedEpoch
             self._truncated({tp: diverged_at(state.position, p.diverging_epoch.end_offset, p.diverging_epoch.epoch)})
@@ -611,6 +652,13 @@ class Consumer:
                                    h.partition_leader_epoch, r.timestamp, r.key, r.value, r.headers, h.is_control,
                                    snapshot) for r in records if r.offset >= fetched.start]
         return out
+
+
+def _error(what: str, code: ErrorCode) -> ConsumerError:
+    if code in NOT_AUTHORIZED:
+        return AuthorizationError(f"{what}: {code.name.upper()}: the cluster's ACLs do not allow this consumer's principal "
+                                  "to read it")
+    return ConsumerError(f"{what}: {code.name}")
 
 
 def _list_offsets_request(tp: TopicPartition, timestamp: int, current_leader_epoch: int) -> Any:

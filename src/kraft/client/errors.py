@@ -1,4 +1,6 @@
-"""What the consumer raises: one base class, and the two answers a caller acts on by position."""
+"""What the consumer raises: one base class; the two answers a caller acts on by position;
+and the two a caller cannot retry its way out of (Kafka's consumer raises them at once too):
+its credentials or certificate refused, or its principal not allowed the topic."""
 
 from kraft.client.positions import OffsetAndEpoch, TopicPartition
 
@@ -24,3 +26,12 @@ class OffsetOutOfRangeError(ConsumerError):
     def __init__(self, partitions: dict[TopicPartition, int]) -> None:
         super().__init__(f"offsets out of range: {', '.join(f'{tp} at {o}' for tp, o in partitions.items())}")
         self.partitions = partitions
+
+
+class AuthenticationError(ConsumerError):
+    """A server refused the consumer's SASL login or TLS handshake (a wrong password, a
+    mechanism it does not offer, a certificate it or the consumer does not trust)."""
+
+
+class AuthorizationError(ConsumerError):
+    """The cluster's ACLs do not allow the consumer's principal what it asked."""

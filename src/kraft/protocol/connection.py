@@ -22,14 +22,17 @@ import ssl
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, ClassVar
 
 from kraft.protocol.build import build_request
 from kraft.protocol.codec import decode_response, encode_request, response_class
 from kraft.protocol.errors import ErrorCode, FrameTooLargeError, MalformedFrameError, ProtocolError
 from kraft.protocol.flow import WriteFlow
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, SIZE
+from kraft.security.plain import PLAIN, PlainClient
 from kraft.security.sasl import SaslAuthenticationError, SaslClientExchange
+from kraft.security.scram import ScramClient, ScramMechanism
 
 log = logging.getLogger("kraft.protocol.connection")
 _CORRELATION_ID = struct.Struct(">i")
@@ -47,6 +50,19 @@ class ClientLogin:
 
     mechanism: str
     exchange: Callable[[], SaslClientExchange]
+
+    MECHANISMS: ClassVar[tuple[str, ...]] = (PLAIN, *(m.mechanism_name for m in ScramMechanism))
+
+    @classmethod
+    def with_password(cls, mechanism: str, username: str, password: str) -> "ClientLogin":
+        """A login as `username` by `mechanism`, one of MECHANISMS (ValueError for another):
+        the one place a client's mechanism name becomes its exchange."""
+        scram = ScramMechanism.named(mechanism)
+        if scram is not None:
+            return cls(mechanism, partial(ScramClient, scram, username, password))
+        if mechanism == PLAIN:
+            return cls(mechanism, partial(PlainClient, username, password))
+        raise ValueError(f"SASL mechanism {mechanism} is not one kraft speaks ({', '.join(cls.MECHANISMS)})")
 
 
 class _FrameProtocol(WriteFlow, asyncio.BufferedProtocol):

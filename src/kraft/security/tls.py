@@ -10,6 +10,10 @@ certificate; ssl.endpoint.identification.algorithm (https, Kafka's default, or e
 a client checks the server's name against its certificate. TLS 1.2 and 1.3, as Kafka's
 ssl.enabled.protocols.
 
+A client may also give librdkafka's PEM forms: the CA file as ssl.ca.location, its certificate
+and key as two files, ssl.certificate.location and ssl.key.location. Each problem names the
+setting the user wrote.
+
 Python's ssl module loads keys from files only, so inline PEM text is written to a file
 only this process can read, in a private temporary directory, loaded and removed at once.
 
@@ -43,16 +47,29 @@ class TlsSettings:
     truststore_type: str = "JKS"
     truststore_location: str = ""
     truststore_certificates: str = ""
+    ca_location: str = ""  # a client's PEM truststore by librdkafka's name
+    certificate_location: str = ""  # a client's certificate and key as two PEM files (librdkafka's names)
+    key_location: str = ""
     client_auth: str = "none"
     endpoint_identification_algorithm: str = "https"
 
     @property
     def has_keystore(self) -> bool:
+        return bool(self._keystore_given or self.certificate_location or self.key_location)
+
+    @property
+    def _keystore_given(self) -> bool:
         return bool(self.keystore_location or self.keystore_certificate_chain or self.keystore_key)
 
     def check(self) -> None:
         """What can be said without reading a file (config load time)."""
-        if self.has_keystore and self.keystore_type != "PEM":
+        if self.certificate_location or self.key_location:
+            if self._keystore_given:
+                raise TlsConfigError(f"{self.where}: give ssl.certificate.location with ssl.key.location or an "
+                                     "ssl.keystore.*, not both")
+            if not (self.certificate_location and self.key_location):
+                raise TlsConfigError(f"{self.where}: ssl.certificate.location and ssl.key.location go together")
+        if self._keystore_given and self.keystore_type != "PEM":
             raise TlsConfigError(f"{self.where}: ssl.keystore.type is {self.keystore_type}; kraft reads PEM "
                                  "keystores only: set ssl.keystore.type=PEM")
         if self.keystore_location and (self.keystore_certificate_chain or self.keystore_key):
@@ -63,8 +80,11 @@ class TlsSettings:
         if (self.truststore_location or self.truststore_certificates) and self.truststore_type != "PEM":
             raise TlsConfigError(f"{self.where}: ssl.truststore.type is {self.truststore_type}; kraft reads PEM "
                                  "truststores only: set ssl.truststore.type=PEM")
-        if self.truststore_location and self.truststore_certificates:
-            raise TlsConfigError(f"{self.where}: give ssl.truststore.location or ssl.truststore.certificates, not both")
+        given = [k for k, v in (("ssl.truststore.location", self.truststore_location),
+                                ("ssl.truststore.certificates", self.truststore_certificates),
+                                ("ssl.ca.location", self.ca_location)) if v]
+        if len(given) > 1:
+            raise TlsConfigError(f"{self.where}: give one of {' and '.join(given)}, not both")
         if self.client_auth not in CLIENT_AUTH:
             raise TlsConfigError(f"{self.where}: ssl.client.auth is {self.client_auth!r}; it is none, requested "
                                  "or required")
@@ -117,6 +137,11 @@ def _load_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
             _readable(settings.keystore_location, "ssl.keystore.location", where)
             context.load_cert_chain(settings.keystore_location, password=password)
             return
+        if settings.certificate_location:
+            _readable(settings.certificate_location, "ssl.certificate.location", where)
+            _readable(settings.key_location, "ssl.key.location", where)
+            context.load_cert_chain(settings.certificate_location, settings.key_location, password=password)
+            return
         with tempfile.TemporaryDirectory(prefix="kraft-keystore-") as directory:
             chain, key = Path(directory) / "chain.pem", Path(directory) / "key.pem"
             for path, text in ((chain, settings.keystore_certificate_chain), (key, settings.keystore_key)):
@@ -125,7 +150,9 @@ def _load_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
                     file.write(_pem_text(text))
             context.load_cert_chain(chain, key, password=password)
     except ssl.SSLError as e:
-        source = settings.keystore_location or "ssl.keystore.certificate.chain and ssl.keystore.key"
+        source = (settings.keystore_location or (settings.certificate_location and
+                  f"{settings.certificate_location} and {settings.key_location}")
+                  or "ssl.keystore.certificate.chain and ssl.keystore.key")
         raise TlsConfigError(f"{where}: cannot load the keystore {source} ({_reason(e)}): it must hold a PEM "
                              "private key and its certificate chain, the key encrypted only with ssl.key.password"
                              ) from None
@@ -133,17 +160,19 @@ def _load_keystore(context: ssl.SSLContext, settings: TlsSettings) -> None:
 
 def _load_truststore(context: ssl.SSLContext, settings: TlsSettings) -> None:
     where = settings.where
+    key, location = (("ssl.ca.location", settings.ca_location) if settings.ca_location
+                     else ("ssl.truststore.location", settings.truststore_location))
     try:
-        if settings.truststore_location:
-            _readable(settings.truststore_location, "ssl.truststore.location", where)
-            context.load_verify_locations(cafile=settings.truststore_location)
+        if location:
+            _readable(location, key, where)
+            context.load_verify_locations(cafile=location)
         elif settings.truststore_certificates:
             context.load_verify_locations(cadata=_pem_text(settings.truststore_certificates))
         else:
             context.load_default_certs(ssl.Purpose.SERVER_AUTH if context.protocol == ssl.PROTOCOL_TLS_CLIENT
                                        else ssl.Purpose.CLIENT_AUTH)
     except ssl.SSLError as e:
-        source = settings.truststore_location or "ssl.truststore.certificates"
+        source = location or "ssl.truststore.certificates"
         raise TlsConfigError(f"{where}: cannot load the truststore {source} ({_reason(e)}): it must hold PEM "
                              "certificates") from None
 

@@ -26,7 +26,7 @@ from functools import partial
 from kraft.metadata import MetadataImage
 from kraft.protocol.connection import ClientLogin, KafkaConnection
 from kraft.protocol.session import SASL_PLAINTEXT, SASL_SSL, SSL, ListenerSecurity
-from kraft.security.plain import PLAIN, PlainClient, PlainServer
+from kraft.security.plain import PLAIN, PlainServer
 from kraft.security.sasl import SaslServerExchange
 from kraft.security.scram import ScramCredential, ScramMechanism, ScramServer
 from kraft.security.tls import TlsConfigError, TlsSettings, client_context, server_context
@@ -92,5 +92,5 @@ def controller_connector(config: ServerConfig) -> ControllerConnector:
     if protocol in (SASL_PLAINTEXT, SASL_SSL):
         jaas = config.jaas(listener, PLAIN)
         assert jaas is not None  # config.py checks the controller listener's login
-        login = ClientLogin(PLAIN, partial(PlainClient, jaas.options["username"], jaas.options["password"]))
+        login = ClientLogin.with_password(PLAIN, jaas.options["username"], jaas.options["password"])
     return ControllerConnector(tls, login)

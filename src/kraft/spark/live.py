@@ -11,9 +11,11 @@ Spark's Kafka source, with its names, values and meaning, so code written for
     kafka.<setting>           passed to kraft's consumer where it has the setting:
                               client.id, request.timeout.ms, default.api.timeout.ms,
                               retry.backoff.ms, fetch.max.bytes, max.partition.fetch.bytes,
-                              fetch.max.wait.ms. Security settings (kafka.security.protocol
-                              other than PLAINTEXT, kafka.ssl.*, kafka.sasl.*) are refused:
-                              security is not there yet. Any other kafka.* is refused too.
+                              fetch.max.wait.ms; and the security settings as Spark's Kafka
+                              source takes them (kafka.security.protocol, kafka.ssl.*,
+                              kafka.sasl.*; kraft.client.security lists them: PEM files,
+                              SASL PLAIN and SCRAM-SHA-256/512, sasl.jaas.config or
+                              sasl.username/sasl.password). Any other kafka.* is refused.
     subscribe                 the topics to read, comma-separated. A kraft cluster stores
     subscribePattern          one log, __cluster_metadata (its other topics exist as
     assign                    metadata only), so each must come to that: subscribe to it,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraft.client import Consumer, OffsetAndEpoch
+from kraft.client.security import client_security
 from kraft.spark.options import Options
 
 LOG_TOPIC = "__cluster_metadata"
@@ -56,11 +57,14 @@ class ConsumerSettings:
     bootstrap: str
     settings: tuple[tuple[str, Any], ...] = ()  # Consumer keyword arguments from kafka.*
     snapshot_fallback: bool = False
+    # kafka.security.protocol, kafka.ssl.*, kafka.sasl.* without "kafka.": text, not a TLS
+    # context, so that the settings travel to the tasks, which build their own.
+    security: tuple[tuple[str, str], ...] = ()
 
     def consumer(self, **extra: Any) -> Consumer:
         kwargs = {"client_id": "kraft-spark", "auto_offset_reset": "none", "include_control": True,
                   "snapshot_fallback": self.snapshot_fallback, **dict(self.settings), **extra}
-        return Consumer(self.bootstrap, **kwargs)
+        return Consumer(self.bootstrap, security=dict(self.security), **kwargs)
 
 
 @dataclass(frozen=True)
@@ -80,8 +84,9 @@ Positions = dict[int, OffsetAndEpoch] | int | ByTimestamp  # per partition, EARL
 class LiveOptions:
     def __init__(self, options: Options, streaming: bool) -> None:
         self.topic, self.partitions = _topic(options)
-        self.consumers = ConsumerSettings(_bootstrap(options), _kafka_settings(options),
-                                          options.boolean("snapshotFallback", False))
+        settings, security = _kafka_settings(options)
+        self.consumers = ConsumerSettings(_bootstrap(options), settings, options.boolean("snapshotFallback", False),
+                                          security)
         self.bootstrap = self.consumers.bootstrap
         self.starting = _starting(options, self.topic, streaming)
         if streaming and any(options.get(n, "") for n in ("endingOffsets", "endingOffsetsByTimestamp",
@@ -111,23 +116,24 @@ def _bootstrap(options: Options) -> str:
     return kafka or kraft
 
 
-def _kafka_settings(options: Options) -> tuple[tuple[str, Any], ...]:
-    """kafka.* options as keyword arguments of kraft's consumer. Security settings are
-    refused in one line (kraft's listeners are PLAINTEXT only), and so is any setting the
-    consumer does not have: a read must not go on pretending to honour it."""
+def _kafka_settings(options: Options) -> tuple[tuple[tuple[str, Any], ...], tuple[tuple[str, str], ...]]:
+    """kafka.* options: (keyword arguments of kraft's consumer, its security settings).
+    The security settings are checked here, on the driver, files read and all, so a bad one
+    fails the query in one line naming it before any task starts; any other setting the
+    consumer does not have is refused too: a read must not go on pretending to honour it."""
     out: list[tuple[str, Any]] = []
+    security: dict[str, str] = {}
     for key, value in sorted(options.with_prefix(KAFKA).items()):
         if key == "bootstrap.servers":
             continue
-        if SECURITY.fullmatch(key) and not (key == "security.protocol" and value.strip().upper() == "PLAINTEXT"):
-            raise ValueError(f"kraft: option kafka.{key}: security (TLS, SASL) is not there yet; kraft's listeners "
-                             "are PLAINTEXT only, so leave out kafka.security.protocol, kafka.ssl.* and kafka.sasl.*")
-        if key == "security.protocol":
+        if SECURITY.fullmatch(key):
+            security[key] = value
             continue
         name = CONSUMER_SETTINGS.get(key)
         if name is None:
             raise ValueError(f"kraft: option kafka.{key} is not a setting kraft's consumer has; it takes "
-                             f"{', '.join('kafka.' + k for k in ('bootstrap.servers', *CONSUMER_SETTINGS))}")
+                             f"{', '.join('kafka.' + k for k in ('bootstrap.servers', *CONSUMER_SETTINGS))} and "
+                             "the security settings (kafka.security.protocol, kafka.ssl.*, kafka.sasl.*)")
         if name == "client_id":
             out.append((name, value))
             continue
@@ -138,7 +144,8 @@ def _kafka_settings(options: Options) -> tuple[tuple[str, Any], ...]:
         if number < (0 if key == "fetch.max.wait.ms" else 1):
             raise ValueError(f"kraft: option kafka.{key} is {number}; it must be positive")
         out.append((name, number))
-    return tuple(out)
+    client_security(security, "kraft: the kafka.* security options", strict=True)
+    return tuple(out), tuple(sorted(security.items()))
 
 
 def _topic(options: Options) -> tuple[str, list[int] | None]:

@@ -17,8 +17,9 @@ FUZZ_SEED ?= 1
 
 .PHONY: demo test lint bench simulate chaos fuzz clean
 
+# make demo SECURE=1: the same on a secured cluster (TLS, SASL/SCRAM, ACLs; src/kraft/cli/demo_security.py).
 demo: $(CODEC)
-	$(PY) -m kraft.cli demo
+	$(PY) -m kraft.cli demo $(if $(filter-out 0,$(SECURE)),--secure)
 
 test: lint $(CODEC) $(NODE_CLIENTS)
 	$(PY) -m pytest -n 2 -q

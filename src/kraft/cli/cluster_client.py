@@ -5,6 +5,7 @@ through the same client port a Kafka client uses.
 """
 
 import asyncio
+import ssl
 import time
 import urllib.request
 from datetime import timedelta
@@ -13,7 +14,7 @@ from typing import Any
 from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
-from kraft.protocol.connection import KafkaConnection
+from kraft.protocol.connection import ClientLogin, KafkaConnection
 from kraft.raft import messages as m
 
 # CreateTopics errors that mean "not yet": no active controller, or too few unfenced brokers.
@@ -25,8 +26,9 @@ def run_async(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
-async def request(port: int, req: Any, timeout: float = 10.0) -> Any:
-    conn = await KafkaConnection.connect("127.0.0.1", port, timeout=timeout)
+async def request(port: int, req: Any, timeout: float = 10.0, tls: ssl.SSLContext | None = None,
+                  login: ClientLogin | None = None) -> Any:
+    conn = await KafkaConnection.connect("127.0.0.1", port, timeout=timeout, tls=tls, login=login)
     try:
         return await conn.request(req, timeout)
     finally:

@@ -9,6 +9,10 @@ rejoins; each node's high watermark, log start offset, latest snapshot and the
 digest of its metadata image are printed side by side: the high watermark and the image
 must agree on every node, while log starts and snapshots are each replica's own. Last,
 Spark reads the live log over Kafka's protocol and a stopped node's files as the image.
+
+`secure` (make demo SECURE=1) runs the same steps on a secured cluster (TLS, SASL/SCRAM,
+ACLs; see demo_security.py), with one more step that shows what the security allows and
+refuses; the readers then log in as a user whose ACL allows reading the log.
 """
 
 import shutil
@@ -20,7 +24,9 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 from rich.table import Table
 
+from kraft.cli import demo_security
 from kraft.cli.cluster_client import UNREACHABLE, request, run_async, scrape
+from kraft.cli.demo_security import DemoSecurity
 from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol.build import build_request
 
@@ -88,17 +94,18 @@ def leader_of(cluster: LocalCluster, exclude: tuple[int, ...] = (), timeout: flo
                        f"see the logs in {cluster.directory}/node-*/server.log")
 
 
-def admin(cluster: LocalCluster):  # noqa: ANN201
+def admin(cluster: LocalCluster, security: DemoSecurity | None):  # noqa: ANN201
     from kafka.admin import KafkaAdminClient
 
     return KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers(), request_timeout_ms=15000,
-                            client_id="kraft-demo")
+                            client_id="kraft-demo",
+                            **(security.kafka_python(demo_security.ADMIN) if security else {}))
 
 
-def create_topics(cluster: LocalCluster, names: list[str], partitions: int) -> None:
+def create_topics(cluster: LocalCluster, names: list[str], partitions: int, security: DemoSecurity | None) -> None:
     from kafka.admin import NewTopic
 
-    client = admin(cluster)
+    client = admin(cluster, security)
     try:
         for start in range(0, len(names), 20):
             batch = [NewTopic(n, partitions, 3) for n in names[start : start + 20]]
@@ -107,18 +114,19 @@ def create_topics(cluster: LocalCluster, names: list[str], partitions: int) -> N
         client.close()
 
 
-def brokers(cluster: LocalCluster) -> list[int]:
+def brokers(cluster: LocalCluster, security: DemoSecurity | None) -> list[int]:
     """Ids of the brokers Metadata lists (registered and unfenced) once every running node
     lists the same ones, else []. Not any one node's answer: a node that has not applied the
     latest FenceBroker yet still lists the dead broker, and an admin client bootstrapped
     there tries to reach it."""
     metadata = build_request(3, 12, {"topics": [], "allow_auto_topic_creation": False,
                                      "include_topic_authorized_operations": False})
+    tls, login = security.connection() if security else (None, None)
     seen = set()
     for node in cluster.nodes.values():
         if node.running:
             try:
-                response = run_async(request(node.client_port, metadata, 5.0))
+                response = run_async(request(node.client_port, metadata, 5.0, tls, login))
             except UNREACHABLE:
                 return []
             seen.add(tuple(sorted(b.node_id for b in response.brokers)))
@@ -179,12 +187,13 @@ def summary(cluster: LocalCluster) -> bool:
     return agree
 
 
-def run(directory: Path, time_budget_s: float = TIME_BUDGET_S) -> int:
+def run(directory: Path, time_budget_s: float = TIME_BUDGET_S, secure: bool = False) -> int:
     """The demo; 0 if every step ran, the nodes agreed and it all took under two minutes
-    (`time_budget_s`; 0 for no limit, as the test suite runs it on a loaded machine)."""
+    (`time_budget_s`; 0 for no limit, as the test suite runs it on a loaded machine).
+    `secure`: on a secured cluster (see the module docstring)."""
     started = time.monotonic()
     try:
-        agree = steps(directory)
+        agree = steps(directory, secure)
     except (TimeoutError, RuntimeError) as e:  # a step did not happen in time, or a node exited
         console.print(f"[bold red]demo failed:[/] {e}")
         return 1
@@ -196,23 +205,29 @@ def run(directory: Path, time_budget_s: float = TIME_BUDGET_S) -> int:
     return 0 if agree else 1
 
 
-def steps(directory: Path) -> bool:
+def steps(directory: Path, secure: bool = False) -> bool:
     """Every step, start to end; True if the nodes agreed at the end."""
     shutil.rmtree(directory, ignore_errors=True)
-    cluster = LocalCluster(directory / "cluster", voters=3, observers=1, overrides=DEMO_CONFIG)
+    security = DemoSecurity(directory / "certs") if secure else None
+    cluster = LocalCluster(directory / "cluster", voters=3, observers=1,
+                           overrides={**DEMO_CONFIG, **(security.overrides() if security else {})},
+                           add_scram=security.add_scram() if security else [])
     try:
         console.rule("[bold]1. Three voters elect a leader")
         for voter in cluster.voter_ids:
             cluster.start(voter)
         leader, epoch = leader_of(cluster)
         console.print(f"node {leader} leads epoch {epoch}; data and logs in {cluster.directory}")
-        wait("three registered, unfenced brokers", lambda: brokers(cluster) == cluster.voter_ids)
+        if security:
+            console.print("secured: the client listener SASL_SSL (SCRAM-SHA-512), the controller listener SSL with "
+                          "the nodes' certificate required, ACLs on (the nodes and admin super users)")
+        wait("three registered, unfenced brokers", lambda: brokers(cluster, security) == cluster.voter_ids)
         console.print(f"brokers {cluster.voter_ids} registered with the active controller and unfenced")
 
         console.rule("[bold]2. Topics and configs through Kafka's admin API (kafka-python)")
         names = [f"orders-{i:03d}" for i in range(120)]
         took = time.monotonic()
-        create_topics(cluster, names, partitions=8)
+        create_topics(cluster, names, partitions=8, security=security)
         console.print(f"created {len(names)} topics of 8 partitions (rf 3) in {time.monotonic() - took:.1f} s")
 
         console.rule("[bold]3. Snapshots, and the log start offset moves past them")
@@ -251,10 +266,10 @@ def steps(directory: Path) -> bool:
         new_leader, new_epoch = leader_of(cluster, exclude=(leader,))
         console.print(f"node {leader} killed; node {new_leader} leads epoch {new_epoch} after "
                       f"{(time.monotonic() - killed) * 1000:.0f} ms")
-        took = wait("the dead broker to be fenced", lambda: leader not in (brokers(cluster) or [leader]))
+        took = wait("the dead broker to be fenced", lambda: leader not in (brokers(cluster, security) or [leader]))
         console.print(f"broker {leader} fenced {took:.1f} s later: its heartbeats stopped (a FenceBrokerRecord, "
                       "and the partition changes it causes, as Kafka's controller writes them)")
-        create_topics(cluster, [f"after-failover-{i}" for i in range(10)], partitions=4)
+        create_topics(cluster, [f"after-failover-{i}" for i in range(10)], partitions=4, security=security)
         console.print("10 more topics created through the new leader")
 
         console.rule("[bold]6. The old leader restarts and rejoins")
@@ -265,25 +280,33 @@ def steps(directory: Path) -> bool:
         wait("every node's image at one offset", lambda: settled(cluster))
         console.rule("[bold]7. Where everyone stands")
         agree = summary(cluster)
-        spark_step(cluster, new_leader)
+        if security:
+            console.rule("[bold]8. Security: a user, an ACL, and what is refused")
+            demo_security.show(console, cluster, security, new_leader, lambda: leader_of(cluster))
+        spark_step(cluster, new_leader, security)
         return agree
     finally:
         cluster.stop()
 
 
-def spark_step(cluster: LocalCluster, node_id: int) -> None:
-    """The metadata log read live by Spark over Kafka's protocol, then, with the cluster
+def spark_step(cluster: LocalCluster, node_id: int, security: DemoSecurity | None) -> None:
+    """The metadata log read live by Spark over Kafka's protocol (as the demo's reader, with
+    Spark's Kafka-source security options, on a secured cluster), then, with the cluster
     stopped, one node's directory read as the metadata image."""
-    console.rule("[bold]8. Spark: the live log, and the metadata image from a node's files")
+    console.rule(f"[bold]{9 if security else 8}. Spark: the live log, and the metadata image from a node's files")
     import kraft.spark  # Spark's JVM starts only now: the steps above do not wait for it
 
     spark = kraft.spark.session("kraft-demo")
     try:
-        log = spark.read.format("kraft").option("bootstrap.servers", cluster.bootstrap_servers()).load().cache()
+        options = {f"kafka.{k}": v for k, v in security.settings(demo_security.READER).items()} if security else {}
+        log = (spark.read.format("kraft").option("bootstrap.servers", cluster.bootstrap_servers()).options(**options)
+               .load().cache())
         [last] = log.agg({"offset": "max"}).collect()  # an aggregate over the whole frame: one row
         end = last[0] + 1
         console.print(f'spark.read.format("kraft"): {log.count()} committed records, up to offset {end} (the '
-                      f"high watermark), from the log start; {log.rdd.getNumPartitions()} task(s)")
+                      f"high watermark), from the log start; {log.rdd.getNumPartitions()} task(s)"
+                      + (f"; as {demo_security.READER} over SASL_SSL (kafka.security.protocol, kafka.ssl.*, "
+                         "kafka.sasl.*)" if security else ""))
         kraft.spark.demo.show_log(log)
         cluster.stop()
         path = cluster.nodes[node_id].partition_dir

@@ -26,7 +26,7 @@ def _metadata_shell(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from kraft.cli.demo import run
 
-    return run(Path(args.dir), args.time_budget)
+    return run(Path(args.dir), args.time_budget, args.secure)
 
 
 def _chaos(args: argparse.Namespace) -> int:
@@ -175,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dir", default="demo-data", help="where the demo writes its files")
     demo.add_argument("--time-budget", type=float, default=120, metavar="SECONDS",
                       help="fail if the demo takes longer (0: no limit)")
+    demo.add_argument("--secure", action="store_true",
+                      help="a secured cluster: TLS, SASL/SCRAM on the client listener, ACLs (make demo SECURE=1)")
     demo.set_defaults(func=_demo)
 
     chaos = sub.add_parser("chaos", help="a local cluster under random kills, pauses and restarts, checked for lost writes")

@@ -1,6 +1,6 @@
-"""A certificate authority for local clusters: the security tests, the security benchmark.
-It signs certificates for nodes and clients, valid for localhost and 127.0.0.1, written as
-PEM files a node's ssl.keystore.location and ssl.truststore.location take.
+"""A certificate authority for local clusters: the security tests, the security benchmark and
+the secure demo. It signs certificates for nodes and clients, valid for localhost and
+127.0.0.1, written as PEM files a node's ssl.keystore.location and ssl.truststore.location take.
 
 Needs the `cryptography` package (the dev extra); a node never imports this module.
 """
@@ -23,22 +23,24 @@ class Issued:
     keystore: Path  # key and certificate in one file: Kafka's ssl.keystore.location for PEM
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kraft tests"),
+def _name(common_name: str, organization: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization),
                       x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
 class CertificateAuthority:
-    """A certificate authority in `directory`; `issue` signs a certificate for a name."""
+    """A certificate authority in `directory`; `issue` signs a certificate for a name, its
+    subject `CN=<name>,O=<organization>` (a principal `User:CN=<name>,O=<organization>`)."""
 
-    def __init__(self, directory: Path, name: str = "kraft test CA") -> None:
+    def __init__(self, directory: Path, name: str = "kraft test CA", organization: str = "kraft tests") -> None:
         self.directory = Path(directory)
+        self.organization = organization
         self.directory.mkdir(parents=True, exist_ok=True)
         self._key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         self._cert = (
             x509.CertificateBuilder()
-            .subject_name(_name(name)).issuer_name(_name(name))
+            .subject_name(_name(name, organization)).issuer_name(_name(name, organization))
             .public_key(self._key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(days=1))
@@ -57,7 +59,7 @@ class CertificateAuthority:
         now = datetime.datetime.now(datetime.UTC)
         cert = (
             x509.CertificateBuilder()
-            .subject_name(_name(common_name)).issuer_name(self._cert.subject)
+            .subject_name(_name(common_name, self.organization)).issuer_name(self._cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(days=1))

@@ -1,0 +1,32 @@
+"""Consumer groups: Kafka's group coordinator as a state machine on a Raft log.
+
+Each `__consumer_offsets` partition is meant to be a Raft log of its own; the coordinator
+of a partition is that log's listener and, on its leader, serves the groups that hash to
+it (Kafka's records, Kafka's classic protocol, committed offsets with their leader epoch).
+Its place among the layers, and what is left to wire: docs/architecture.md, "Consumer
+groups (`groups/`)".
+"""
+
+from kraft.groups.api import GroupApi, GroupContext
+from kraft.groups.config import GroupConfig
+from kraft.groups.coordinator import GroupCoordinator, GroupSnapshotJob
+from kraft.groups.partition import RaftPartition
+from kraft.groups.partitioning import OFFSETS_TOPIC, partition_for
+from kraft.groups.replies import CoordinatorError, Reply
+from kraft.groups.state import GroupsImage
+from kraft.groups.wire import GroupRecordError
+
+__all__ = [
+    "OFFSETS_TOPIC",
+    "CoordinatorError",
+    "GroupApi",
+    "GroupConfig",
+    "GroupContext",
+    "GroupCoordinator",
+    "GroupRecordError",
+    "GroupSnapshotJob",
+    "GroupsImage",
+    "RaftPartition",
+    "Reply",
+    "partition_for",
+]

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from kraft.storage.meta_properties import InvalidClusterIdError, check_cluster_id
+from kraft.storage.meta_properties import InvalidClusterIdError, check_cluster_id, kafka_text, read_directory_id
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
 
@@ -64,6 +64,8 @@ def test_info_shows_the_directory_and_its_metadata_or_the_problem(config, tmp_pa
     assert out.returncode == 1 and out.stdout == (
         f"Found log directory:\n  {data}\n\nFound problem:\n  {data} is not formatted.\n\n")
     storage("format", "-t", CLUSTER_ID, "-c", str(config))
+    directory_id = kafka_text(read_directory_id(data))  # meta.properties v1 names the directory (KIP-858)
     out = storage("info", "-c", str(config))
     assert out.returncode == 0 and out.stdout == (
-        f"Found log directory:\n  {data}\n\nFound metadata: {{cluster.id={CLUSTER_ID}, node.id=1, version=1}}\n\n")
+        f"Found log directory:\n  {data}\n\nFound metadata: {{cluster.id={CLUSTER_ID}, directory.id={directory_id}, "
+        "node.id=1, version=1}\n\n")

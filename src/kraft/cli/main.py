@@ -63,7 +63,9 @@ def _storage(args: argparse.Namespace) -> int:
         print("kraft storage format: --cluster-id (-t) is required (`kraft storage random-uuid` makes one)",
               file=sys.stderr)
         return 2
-    return storage_format(args.config, args.cluster_id, args.ignore_formatted, args.add_scram or [])
+    return storage_format(args.config, args.cluster_id, args.ignore_formatted, args.add_scram or [],
+                          standalone=args.standalone, initial_controllers=args.initial_controllers,
+                          no_initial_controllers=args.no_initial_controllers)
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -77,6 +79,24 @@ def _metadata_quorum(args: argparse.Namespace) -> int:
 
     return metadata_quorum(args.bootstrap_server, args.bootstrap_controller, args.command_config, args.status,
                            args.replication, args.human_readable)
+
+
+def _add_controller(args: argparse.Namespace) -> int:
+    from kraft.cli.quorum_cmd import add_controller
+
+    if args.command_config and args.controller_config and args.command_config != args.controller_config:
+        print("kraft metadata-quorum add-controller: --command-config is given twice, with two files: give it once",
+              file=sys.stderr)
+        return 1
+    return add_controller(args.bootstrap_server, args.bootstrap_controller,
+                          args.controller_config or args.command_config, args.dry_run)
+
+
+def _remove_controller(args: argparse.Namespace) -> int:
+    from kraft.cli.quorum_cmd import remove_controller
+
+    return remove_controller(args.bootstrap_server, args.bootstrap_controller, args.command_config,
+                             args.controller_id, args.controller_directory_id, args.dry_run)
 
 
 def _restore(args: argparse.Namespace) -> int:
@@ -134,6 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
     storage.add_argument("--add-scram", "-S", action="append", metavar="SCRAM_CREDENTIAL",
                          help="a SCRAM credential for the new log, as Kafka's: "
                               "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable)")
+    # Mutually exclusive, as Kafka's; checked by the command, which says so in one line.
+    storage.add_argument("--standalone", "-s", action="store_true",
+                         help="format this controller as the only voter of a new dynamic quorum (KIP-853)")
+    storage.add_argument("--initial-controllers", "-I", metavar="ID@HOST:PORT:DIRECTORY_ID,...",
+                         help="the first voters of a new dynamic quorum, the same on every node "
+                              "(`kraft storage random-uuid` makes directory ids)")
+    storage.add_argument("--no-initial-controllers", "-N", action="store_true",
+                         help="a controller without controller.quorum.voters that joins a dynamic quorum later")
     storage.set_defaults(func=_storage)
 
     cluster = sub.add_parser("cluster", help="a local cluster of processes on loopback")
@@ -148,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     connect = quorum.add_mutually_exclusive_group(required=True)
     connect.add_argument("--bootstrap-server", help="HOST:PORT[,HOST:PORT...] of client listeners")
     connect.add_argument("--bootstrap-controller", help="HOST:PORT[,HOST:PORT...] of controller listeners")
-    quorum.add_argument("--command-config", help="admin client properties (security.protocol, client.id, ...)")
+    quorum.add_argument("--command-config", help="admin client properties (security.protocol, client.id, ...); "
+                                                  "for add-controller, the new controller's server.properties")
     quorum_sub = quorum.add_subparsers(dest="action", required=True)
     describe = quorum_sub.add_parser("describe")
     which = describe.add_mutually_exclusive_group(required=True)
@@ -156,6 +185,17 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--replication", action="store_true")
     describe.add_argument("--human-readable", action="store_true", help="timestamps as 'N ms ago' (--replication)")
     describe.set_defaults(func=_metadata_quorum)
+    add = quorum_sub.add_parser("add-controller", help="make a controller a voter (KIP-853's dynamic quorum)")
+    add.add_argument("--command-config", dest="controller_config", metavar="FILE",
+                     help="the new controller's server.properties (also accepted before the sub-command, as Kafka's)")
+    add.add_argument("--dry-run", action="store_true", help="print what would be done, but do not do it")
+    add.set_defaults(func=_add_controller)
+    remove = quorum_sub.add_parser("remove-controller", help="remove a voter (KIP-853's dynamic quorum)")
+    remove.add_argument("--controller-id", "-i", required=True, metavar="ID", help="the id of the controller to remove")
+    remove.add_argument("--controller-directory-id", "-d", required=True, metavar="UUID",
+                        help="the directory id of the controller to remove (DirectoryId in describe --replication)")
+    remove.add_argument("--dry-run", action="store_true", help="print what would be done, but do not do it")
+    remove.set_defaults(func=_remove_controller)
 
     new_epoch_help = ("the new epoch: the same on every node and above every epoch a client saw "
                       "(required unless this node is the cluster's only voter)")

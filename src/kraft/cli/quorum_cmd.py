@@ -1,42 +1,49 @@
-"""`kraft metadata-quorum --bootstrap-server HOST:PORT | --bootstrap-controller HOST:PORT
-[--command-config FILE] describe --status | --replication [--human-readable]`, printing
-what Kafka's kafka-metadata-quorum prints.
+"""`kraft metadata-quorum`, Kafka's kafka-metadata-quorum: flags, what it prints, one line
+for every error.
 
-DescribeQuorum is answered by the leader only; any other node answers NOT_LEADER with the
-leader's id, and DescribeCluster says where that node listens: its client endpoint among
-the brokers, or (asked on a controller listener, KIP-919) its controller endpoint.
+    --bootstrap-server HOST:PORT[,...] | --bootstrap-controller HOST:PORT[,...]
+    [--command-config FILE]
+        describe --status | --replication [--human-readable]
+        add-controller [--dry-run]                  (--command-config: the new controller's own file)
+        remove-controller --controller-id N --controller-directory-id UUID [--dry-run]
+
+`describe` prints Kafka's pre-KIP-853 layout for a static quorum (no directory ids: voters as
+`[1,2,3]`) and Kafka's KIP-853 layout once the leader names directory ids (DescribeQuorum v2,
+a dynamic quorum): voters and observers as `{"id": .., "directoryId": .., "endpoints": [..]}`,
+and a DirectoryId column. `add-controller` reads, as Kafka's tool does, the new controller's
+server.properties given as --command-config: its node.id, the directory id its `kraft storage
+format` wrote in meta.properties, and the endpoints its controller listeners advertise; it
+sends AddRaftVoter to the active controller. `remove-controller` sends RemoveRaftVoter. The
+network side is `quorum_client.py`.
 """
 
 import asyncio
-import ssl
 import sys
 import time
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kraft.cli.client_security import ClientConfigError, client_security
-from kraft.protocol import ErrorCode
-from kraft.protocol.build import build_request
-from kraft.protocol.connection import ClientLogin, KafkaConnection
-from kraft.raft import messages as m
+from kraft.cli.initial_controllers import reachable_host
+from kraft.cli.quorum_client import BROKERS, CONTROLLERS, ClientSettings, QuorumToolError, change_voters, describe
+from kraft.raft.membership_messages import NO_DIRECTORY, add_raft_voter_request, remove_raft_voter_request
+from kraft.records import VoterEndpoint
+from kraft.server.config import SCHEMA, parse_properties
+from kraft.storage.meta_properties import (
+    StorageNotFormattedError,
+    kafka_text,
+    read_directory_id,
+    uuid_from_kafka_text,
+)
 
-DESCRIBE_CLUSTER_VERSION = 1
-BROKERS, CONTROLLERS = 1, 2  # DescribeCluster's endpoint types
+UNKNOWN = -1  # a timestamp the leader does not know (Kafka's admin client reads it as absent)
 
 
 class UsageError(ValueError):
     """A flag's value that cannot be used; said in one line with what to give instead."""
-
-
-@dataclass(frozen=True)
-class ClientSettings:
-    """What the tool takes from --command-config (Kafka's admin client properties)."""
-
-    client_id: str = "kraft-metadata-quorum"
-    request_timeout_s: float = 10.0
-    tls: ssl.SSLContext | None = None  # security.protocol SSL or SASL_SSL (cli/client_security.py)
-    login: ClientLogin | None = None  # SASL_PLAINTEXT or SASL_SSL
 
 
 def parse_addresses(flag: str, value: str) -> list[tuple[str, int]]:
@@ -50,16 +57,23 @@ def parse_addresses(flag: str, value: str) -> list[tuple[str, int]]:
     return addresses
 
 
-def read_command_config(path: str) -> ClientSettings:
+def _bootstrap(bootstrap_server: str | None, bootstrap_controller: str | None) -> tuple[list[tuple[str, int]], int]:
+    if bootstrap_controller is not None:
+        return parse_addresses("--bootstrap-controller", bootstrap_controller), CONTROLLERS
+    return parse_addresses("--bootstrap-server", bootstrap_server or ""), BROKERS
+
+
+def read_properties(path: str) -> dict[str, str]:
+    try:
+        return parse_properties(Path(path).read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--command-config {path}: cannot read it ({e})") from None
+
+
+def client_settings(entries: dict[str, str], path: str) -> ClientSettings:
     """The admin client properties kraft honours: the client id, the request timeout and the
     connection's security (client_security.py); the rest (Kafka's admin client has many) is
     left to Kafka's defaults."""
-    from kraft.server.config import parse_properties
-
-    try:
-        entries = parse_properties(Path(path).read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--command-config {path}: cannot read it ({e})") from None
     try:
         tls, login = client_security(entries, f"--command-config {path}")
     except ClientConfigError as e:
@@ -70,52 +84,50 @@ def read_command_config(path: str) -> ClientSettings:
     return ClientSettings(entries.get("client.id", ClientSettings.client_id), int(timeout) / 1000, tls, login)
 
 
-async def _ask(address: tuple[str, int], request: Any, settings: ClientSettings) -> Any:
-    conn = await KafkaConnection.connect(*address, client_id=settings.client_id, timeout=settings.request_timeout_s,
-                                         tls=settings.tls, login=settings.login)
-    try:
-        return await conn.request(request, settings.request_timeout_s)
-    finally:
-        conn.close()
+def read_command_config(path: str) -> ClientSettings:
+    return client_settings(read_properties(path), path)
 
 
-async def describe(bootstrap: list[tuple[str, int]], endpoint_type: int,
-                   settings: ClientSettings = ClientSettings()) -> tuple[str, Any]:
-    """(cluster id, the leader's DescribeQuorum partition), asking the first bootstrap
-    address that answers, then the leader it names."""
-    last_error: Exception | None = None
-    request = build_request(60, DESCRIBE_CLUSTER_VERSION, {"include_cluster_authorized_operations": False,
-                                                          "endpoint_type": endpoint_type})
-    for address in bootstrap:
-        try:
-            cluster = await _ask(address, request, settings)
-            quorum = (await _ask(address, m.describe_quorum_request(), settings)).topics[0].partitions[0]
-            if quorum.error_code == ErrorCode.not_leader_or_follower and quorum.leader_id >= 0:
-                node = next((b for b in cluster.brokers if b.broker_id == quorum.leader_id), None)
-                if node is None:
-                    raise ConnectionError(f"the leader, node {quorum.leader_id}, is not among the "
-                                          f"{'controllers' if endpoint_type == CONTROLLERS else 'brokers'}")
-                leader = (node.host, node.port)
-                quorum = (await _ask(leader, m.describe_quorum_request(), settings)).topics[0].partitions[0]
-            if quorum.error_code != ErrorCode.none:
-                raise ConnectionError(f"DescribeQuorum: {quorum.error_code.name}")
-            return cluster.cluster_id, quorum
-        except (TimeoutError, OSError, ConnectionError, ValueError) as e:
-            last_error = e
-    raise ConnectionError(f"no bootstrap {'controller' if endpoint_type == CONTROLLERS else 'server'} answered: "
-                          f"{last_error}")
-
-
-UNKNOWN = -1  # a timestamp the leader does not know (Kafka's admin client reads it as absent)
+# ---------------------------------------------------------------- describe
 
 
 def _leader(quorum: Any) -> Any:
     return next(v for v in quorum.current_voters if v.replica_id == quorum.leader_id)
 
 
-def status_lines(cluster_id: str, quorum: Any) -> list[str]:
-    """`describe --status`, as kafka-metadata-quorum prints it (before KIP-853's voter
-    endpoints and directory ids).
+def _directory(replica: Any) -> uuid.UUID:
+    """A replica's directory id; the zero id where the answer has none (DescribeQuorum v0-1,
+    or a static quorum's replicas)."""
+    return getattr(replica, "replica_directory_id", None) or NO_DIRECTORY
+
+
+def names_directories(quorum: Any) -> bool:
+    """Whether the leader named any directory id: then Kafka's KIP-853 layout is printed."""
+    return any(_directory(r) != NO_DIRECTORY for r in (*quorum.current_voters, *quorum.observers))
+
+
+def endpoint_text(name: str, host: str, port: int) -> str:
+    """Kafka's RaftVoterEndpoint: NAME://host:port, an IPv6 host in brackets."""
+    return f"{name}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def _replicas_json(replicas: Sequence[Any], nodes: Sequence[Any]) -> str:
+    """Kafka's CurrentVoters / CurrentObservers once directory ids exist: one object per
+    replica, directoryId null for the zero id, endpoints only where the answer lists some."""
+    endpoints = {n.node_id: [endpoint_text(x.name, x.host, x.port) for x in n.listeners] for n in nodes}
+    items = []
+    for r in replicas:
+        directory = _directory(r)
+        text = f'{{"id": {r.replica_id}, "directoryId": ' + (
+            "null" if directory == NO_DIRECTORY else f'"{kafka_text(directory)}"')
+        if endpoints.get(r.replica_id):
+            text += ", \"endpoints\": [" + ", ".join(f'"{e}"' for e in endpoints[r.replica_id]) + "]"
+        items.append(text + "}")
+    return "[" + ", ".join(items) + "]"
+
+
+def status_lines(cluster_id: str, quorum: Any, nodes: Sequence[Any] = ()) -> list[str]:
+    """`describe --status`, as kafka-metadata-quorum prints it.
 
     The follower that lags most is the voter with the lowest log end offset (the first
     of equals, in the leader's order), which may be the leader itself: its lag in time is
@@ -129,6 +141,11 @@ def status_lines(cluster_id: str, quorum: Any) -> list[str]:
         lag_ms = UNKNOWN
     else:
         lag_ms = leader.last_caught_up_timestamp - most_behind.last_caught_up_timestamp
+    if names_directories(quorum):
+        voters, observers = _replicas_json(quorum.current_voters, nodes), _replicas_json(quorum.observers, nodes)
+    else:
+        voters = "[" + ",".join(str(v.replica_id) for v in quorum.current_voters) + "]"
+        observers = "[" + ",".join(str(o.replica_id) for o in quorum.observers) + "]"
     rows = [
         ("ClusterId", cluster_id),
         ("LeaderId", quorum.leader_id),
@@ -136,8 +153,8 @@ def status_lines(cluster_id: str, quorum: Any) -> list[str]:
         ("HighWatermark", quorum.high_watermark),
         ("MaxFollowerLag", leader.log_end_offset - most_behind.log_end_offset),
         ("MaxFollowerLagTimeMs", lag_ms),
-        ("CurrentVoters", "[" + ",".join(str(v.replica_id) for v in quorum.current_voters) + "]"),
-        ("CurrentObservers", "[" + ",".join(str(o.replica_id) for o in quorum.observers) + "]"),
+        ("CurrentVoters", voters),
+        ("CurrentObservers", observers),
     ]
     return [f"{name + ':':<24}{value}" for name, value in rows]
 
@@ -149,20 +166,24 @@ def _ago(timestamp: int, now_ms: int) -> str:
 
 def replication_lines(quorum: Any, human_readable: bool = False) -> list[str]:
     """`describe --replication`: the leader, the other voters, then the observers, each
-    with its lag behind the leader's log end offset (negative if it is ahead)."""
+    with its lag behind the leader's log end offset (negative if it is ahead); with a
+    DirectoryId column once the leader names directory ids."""
     leader = _leader(quorum)
     now = int(time.time() * 1000)
+    directories = names_directories(quorum)
 
     def when(timestamp: int) -> Any:
         return _ago(timestamp, now) if human_readable else timestamp
 
-    header = ["NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"]
+    header = ["NodeId", *(["DirectoryId"] if directories else []), "LogEndOffset", "Lag", "LastFetchTimestamp",
+              "LastCaughtUpTimestamp", "Status"]
     rows: list[list[Any]] = []
     followers = [v for v in quorum.current_voters if v is not leader]
     for status, replicas in (("Leader", [leader]), ("Follower", followers), ("Observer", quorum.observers)):
         rows.extend(
-            [r.replica_id, r.log_end_offset, leader.log_end_offset - r.log_end_offset, when(r.last_fetch_timestamp),
-             when(r.last_caught_up_timestamp), status]
+            [r.replica_id, *([kafka_text(_directory(r))] if directories else []), r.log_end_offset,
+             leader.log_end_offset - r.log_end_offset, when(r.last_fetch_timestamp), when(r.last_caught_up_timestamp),
+             status]
             for r in replicas
         )
     return pretty_table(header, rows)
@@ -181,15 +202,127 @@ def metadata_quorum(bootstrap_server: str | None, bootstrap_controller: str | No
     try:
         if human_readable and not replication:
             raise UsageError("The option --human-readable is only supported along with --replication")
-        if bootstrap_controller is not None:
-            bootstrap, endpoint_type = parse_addresses("--bootstrap-controller", bootstrap_controller), CONTROLLERS
-        else:
-            bootstrap, endpoint_type = parse_addresses("--bootstrap-server", bootstrap_server or ""), BROKERS
+        bootstrap, endpoint_type = _bootstrap(bootstrap_server, bootstrap_controller)
         settings = read_command_config(command_config) if command_config else ClientSettings()
-        cluster_id, quorum = asyncio.run(describe(bootstrap, endpoint_type, settings))
-    except (UsageError, ConnectionError) as e:
+        cluster_id, quorum, nodes = asyncio.run(describe(bootstrap, endpoint_type, settings))
+    except (UsageError, QuorumToolError) as e:
         print(f"kraft metadata-quorum: {e}", file=sys.stderr)
         return 1
-    lines = status_lines(cluster_id, quorum) if status else replication_lines(quorum, human_readable)
+    lines = status_lines(cluster_id, quorum, nodes) if status else replication_lines(quorum, human_readable)
     print("\n".join(lines))
+    return 0
+
+
+# ---------------------------------------------------------------- add-controller, remove-controller
+
+
+@dataclass(frozen=True)
+class NewController:
+    """The controller add-controller makes a voter, as its own files describe it."""
+
+    node_id: int
+    directory_id: uuid.UUID
+    endpoints: tuple[VoterEndpoint, ...]
+
+    def __str__(self) -> str:
+        endpoints = ", ".join(endpoint_text(e.name, e.host, e.port) for e in self.endpoints)
+        return f"controller {self.node_id} with directory id {kafka_text(self.directory_id)} and endpoints: {endpoints}"
+
+
+def _parsed(entries: dict[str, str], key: str, path: str) -> Any:
+    """`key` read by server.properties' own parser, or UsageError naming file and key."""
+    parser, default = SCHEMA[key]
+    if key not in entries:
+        return default
+    try:
+        return parser(entries[key])
+    except ValueError as e:
+        raise UsageError(f"--command-config {path}: invalid value for {key}: {e}") from None
+
+
+def new_controller(entries: dict[str, str], path: str) -> NewController:
+    """What Kafka's tool reads of the new controller's configuration, with its checks: a
+    node.id, the controller role, the metadata log directory's directory.id (so it must be
+    formatted: `kraft storage format --no-initial-controllers`), and for each of
+    controller.listener.names its advertised.listeners entry, else its listeners entry."""
+    hint = "Is this a valid controller configuration file?"
+    if "node.id" not in entries:
+        raise UsageError(f"node.id not found in configuration file {path}. {hint}")
+    node_id = _parsed(entries, "node.id", path)
+    if "controller" not in entries.get("process.roles", ""):
+        raise UsageError(f"process.roles did not contain 'controller' in configuration file {path}. {hint}")
+    log_dirs = [d.strip() for d in entries.get("log.dirs", "").split(",") if d.strip()]
+    metadata_dir = entries.get("metadata.log.dir", "").strip() or (log_dirs[0] if log_dirs else "")
+    if not metadata_dir:
+        raise UsageError(f"Neither metadata.log.dir nor log.dirs were found in {path}. {hint}")
+    try:
+        directory_id = read_directory_id(Path(metadata_dir))
+    except StorageNotFormattedError as e:
+        raise UsageError(f"Unable to read meta.properties from {metadata_dir}: {e}") from None
+    if directory_id is None:
+        raise UsageError(f"No directory id found in {metadata_dir}: format it with this build's `kraft storage "
+                         "format --no-initial-controllers`, which writes one")
+    if "controller.listener.names" not in entries:
+        raise UsageError(f"controller.listener.names was not found in {path}. {hint}")
+    listeners = {lst.name: lst.endpoint for lst in _parsed(entries, "listeners", path) or ()}
+    listeners.update({lst.name: lst.endpoint for lst in _parsed(entries, "advertised.listeners", path)})
+    endpoints = []
+    for name in _parsed(entries, "controller.listener.names", path):
+        endpoint = listeners.get(name)
+        if endpoint is None:
+            raise UsageError(f"Cannot find information about controller listener name: {name} (in {path})")
+        endpoints.append(VoterEndpoint(name, reachable_host(endpoint.host), endpoint.port))
+    return NewController(node_id, directory_id, tuple(endpoints))
+
+
+def _fail(e: Exception) -> int:
+    print(f"kraft metadata-quorum: {e}", file=sys.stderr)
+    return 1
+
+
+def add_controller(bootstrap_server: str | None, bootstrap_controller: str | None, command_config: str | None,
+                   dry_run: bool = False) -> int:
+    """`add-controller`: AddRaftVoter for the controller whose configuration is
+    `command_config` (also the admin client's properties, as in Kafka's tool)."""
+    try:
+        if command_config is None:
+            raise UsageError("You must supply the configuration file of the controller you are adding when using "
+                             "add-controller (--command-config FILE).")
+        bootstrap, endpoint_type = _bootstrap(bootstrap_server, bootstrap_controller)
+        entries = read_properties(command_config)
+        settings = client_settings(entries, command_config)
+        controller = new_controller(entries, command_config)
+        if not dry_run:
+            request = add_raft_voter_request(None, int(settings.request_timeout_s * 1000), controller.node_id,
+                                             controller.directory_id, controller.endpoints)
+            asyncio.run(change_voters(bootstrap, endpoint_type, request, settings))
+    except (UsageError, QuorumToolError) as e:
+        return _fail(e)
+    print(f"{'DRY RUN of adding' if dry_run else 'Added'} {controller}")
+    return 0
+
+
+def remove_controller(bootstrap_server: str | None, bootstrap_controller: str | None, command_config: str | None,
+                      controller_id: str, controller_directory_id: str, dry_run: bool = False) -> int:
+    """`remove-controller`: RemoveRaftVoter for (--controller-id, --controller-directory-id)."""
+    try:
+        try:
+            node_id = int(controller_id)
+        except ValueError:
+            raise UsageError(f"--controller-id {controller_id!r} is not a node id (an integer)") from None
+        if node_id < 0:
+            raise UsageError(f"Invalid negative --controller-id: {node_id}")
+        try:
+            directory_id = uuid_from_kafka_text(controller_directory_id)
+        except ValueError as e:
+            raise UsageError(f"Failed to parse --controller-directory-id: {e}") from None
+        bootstrap, endpoint_type = _bootstrap(bootstrap_server, bootstrap_controller)
+        settings = read_command_config(command_config) if command_config else ClientSettings()
+        if not dry_run:
+            asyncio.run(change_voters(bootstrap, endpoint_type,
+                                      remove_raft_voter_request(None, node_id, directory_id), settings))
+    except (UsageError, QuorumToolError) as e:
+        return _fail(e)
+    print(f"{'DRY RUN of removing' if dry_run else 'Removed'} KRaft controller {node_id} with directory id "
+          f"{kafka_text(directory_id)}")
     return 0

@@ -7,9 +7,11 @@ import logging
 import os
 import signal
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kraft.cli.initial_controllers import InitialControllersError, QuorumFlags, plan_dynamic_quorum
 from kraft.cli.scram_args import ScramArgumentError, parse_add_scram
 from kraft.controller.bootstrap import write_bootstrap
 from kraft.controller.quorum_controller import BOOTSTRAP_METADATA_VERSION, BOOTSTRAP_RELEASE
@@ -18,6 +20,7 @@ from kraft.metadata.records import FeatureLevelRecord
 from kraft.server.config import ConfigError, read_config, unused_keys_warning
 from kraft.server.node import KraftNode
 from kraft.storage import StorageError
+from kraft.storage.bootstrap_snapshot import write_bootstrap_snapshot
 from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock
 from kraft.storage.meta_properties import (
     InvalidClusterIdError,
@@ -152,24 +155,39 @@ def server_start(config_path: str) -> int:
     return 2 if node.failure is not None else 0
 
 
-def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool, add_scram: list[str]) -> int:
+def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool, add_scram: list[str], *,
+                   standalone: bool = False, initial_controllers: str | None = None,
+                   no_initial_controllers: bool = False) -> int:
     """`kafka-storage format`, in Kafka's words: one line per directory formatted. With
-    `add_scram`, the credentials go into bootstrap.checkpoint, salted (never the password)."""
+    `add_scram`, the credentials go into bootstrap.checkpoint, salted (never the password).
+    With `standalone` or `initial_controllers`, a dynamic quorum's first voters go into the
+    bootstrap snapshot (cli/initial_controllers.py has the rules). Every check is made
+    before anything is written."""
     try:
+        flags = QuorumFlags.parse(standalone, initial_controllers, no_initial_controllers)
         check_cluster_id(cluster_id)
         credentials = [parse_add_scram(argument) for argument in add_scram]
         config = read_config(config_path)
-        with DirectoryLock(config.log_dir):
-            formatted = format_storage(config.log_dir, cluster_id, config.node_id, ignore_formatted=ignore_formatted)
-            if formatted and credentials:
+        plan = plan_dynamic_quorum(config, flags)
+
+        def write_bootstrap_files() -> None:
+            if credentials:
                 write_bootstrap(config.log_dir, [
                     FeatureLevelRecord(name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION), *credentials])
+            if plan is not None:
+                write_bootstrap_snapshot(config.log_dir, plan.voters(), int(time.time() * 1000))
+
+        with DirectoryLock(config.log_dir):
+            formatted = format_storage(config.log_dir, cluster_id, config.node_id, ignore_formatted=ignore_formatted,
+                                       directory_id=plan.directory_id if plan is not None else None,
+                                       before_write=write_bootstrap_files)
     except (ConfigError, StorageNotFormattedError, DirectoryInUseError, InvalidClusterIdError,
-            ScramArgumentError) as e:
+            ScramArgumentError, InitialControllersError, OSError) as e:
         print(f"kraft storage format: {e}", file=sys.stderr)
         return 1
     if formatted:
-        print(f"Formatting metadata directory {config.log_dir} with metadata.version {BOOTSTRAP_RELEASE}.")
+        what = plan.description if plan is not None else "metadata directory"
+        print(f"Formatting {what} {config.log_dir} with metadata.version {BOOTSTRAP_RELEASE}.")
     else:
         print("All of the log directories are already formatted.")
     return 0

@@ -10,6 +10,7 @@ so what the handlers build is what a client would read. The real Raft core is us
 test_on_raft_core.py.
 """
 
+import random
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,6 +18,7 @@ from kraft.groups import GroupApi, GroupConfig, GroupCoordinator
 from kraft.protocol.build import build_request
 from kraft.protocol.codec import decode_request, decode_response, encode_request, encode_response, response_class
 from kraft.raft import CommittedBatch, LeaderAndEpoch
+from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.records import Record
 from kraft.storage import MemorySnapshotStore
 from kraft.storage.snapshot import SnapshotId
@@ -104,11 +106,10 @@ class FakePartition:
         return self.snapshots.create_writer(snapshot_id, last_contained_log_time)
 
 
-def leader(config: GroupConfig = CONFIG, auto_commit: bool = True, partition: int = 0, seed: int = 1):
+def leader(config: GroupConfig = CONFIG, auto_commit: bool = True, partition: int = 0, seed: int = 1,
+           policy: SnapshotPolicy | None = None):
     """An active coordinator (elected, its LeaderChange committed) and its partition."""
-    import random
-
-    coordinator = GroupCoordinator(partition, config, rng=random.Random(seed))
+    coordinator = GroupCoordinator(partition, config, policy, rng=random.Random(seed))
     log = FakePartition(coordinator, auto_commit=auto_commit)
     log.elect()
     log.commit()

@@ -9,11 +9,14 @@ each partition's leader listens, and which topic partitions exist. They read eac
 of each request into the coordinator's messages (messages.py) and build the version's
 response from its answer, so the coordinator knows nothing of versions.
 
-Versions served: those Kafka 4 serves that kio holds, which covers what kafka-python 2-3,
-librdkafka 2.x and kafkajs ask for (librdkafka needs version 0 of FindCoordinator,
-JoinGroup, SyncGroup, Heartbeat and LeaveGroup listed to use groups at all, and OffsetCommit
-2 and OffsetFetch 1; kafkajs picks the highest it knows up to JoinGroup 5 and OffsetCommit
-5). OffsetCommit 10 and OffsetFetch 10 name topics by id, which is not served.
+Versions served: Kafka's that kio holds, which covers what the clients ask for (each uses
+the highest version both sides speak): librdkafka 2.x JoinGroup 5, SyncGroup 3, Heartbeat 3,
+LeaveGroup 1, OffsetCommit 9, OffsetFetch 9, and it enables groups only if version 0 of
+FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup, OffsetCommit 1-2 and
+OffsetFetch 1 are listed; kafkajs 2.2 JoinGroup 5, SyncGroup 3, Heartbeat 3, LeaveGroup 3,
+OffsetCommit 5, OffsetFetch 4, FindCoordinator 2; kafka-python 2.x JoinGroup 5, SyncGroup 3,
+OffsetCommit 7, OffsetFetch 5, and 3.x JoinGroup 7, SyncGroup 5, OffsetCommit 8, OffsetFetch
+8. OffsetCommit 10 and OffsetFetch 10 name topics by id, which is not served.
 
 Refusals follow Kafka's: the whole request fails with the coordinator's error
 (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS; a commit that timed out is
@@ -254,24 +257,23 @@ class GroupApi:
         partitions = [CommitPartition(topic.name, p.partition_index, p.committed_offset,
                                       getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
                       for topic in request.topics for p in topic.partitions]
-        known = [p for p in partitions if self.context.knows_partition(p.topic, p.partition)]
-        errors: dict[int, ErrorCode] = {}  # id() of a partition -> its error
+        known = [i for i, p in enumerate(partitions) if self.context.knows_partition(p.topic, p.partition)]
+        errors: dict[int, ErrorCode] = {}  # index in `partitions` -> its error
         if known:
             commit = CommitRequest(
-                request.group_id, request.generation_id_or_member_epoch, request.member_id, tuple(known),
-                _ms(request.retention_time) if version <= 4 else -1, getattr(request, "group_instance_id", None),
-                group_id_not_found_error=version >= 9)
+                request.group_id, request.generation_id_or_member_epoch, request.member_id,
+                tuple(partitions[i] for i in known), _ms(request.retention_time) if version <= 4 else -1,
+                getattr(request, "group_instance_id", None), group_id_not_found_error=version >= 9)
             try:
                 answer: tuple[ErrorCode, ...] = await self._ask_group(
                     commit.group_id, lambda c, now: c.commit_offsets(commit, now))
             except CoordinatorError as e:
                 answer = (_write_error(e),) * len(known)
-            errors = {id(p): error for p, error in zip(known, answer)}
+            errors = dict(zip(known, answer))
         topics: dict[str, list[dict[str, Any]]] = {}
-        for p in partitions:
+        for i, p in enumerate(partitions):
             topics.setdefault(p.topic, []).append(
-                {"partition_index": p.partition,
-                 "error_code": errors.get(id(p), ErrorCode.unknown_topic_or_partition)})
+                {"partition_index": p.partition, "error_code": errors.get(i, ErrorCode.unknown_topic_or_partition)})
         return build_response(OFFSET_COMMIT, version, {
             "throttle_time": _ZERO, "topics": [{"name": name, "partitions": ps} for name, ps in topics.items()]})
 

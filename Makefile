@@ -32,9 +32,11 @@ lint: $(INSTALLED)
 bench: $(CODEC) $(BENCH_INSTALLED)
 	$(PY) bench/run_all.py
 
-# Many more simulation seeds than make test runs; a failure prints its replay command.
+# Many more simulation seeds than make test runs, on a static quorum and then a dynamic one
+# (KIP-853) whose voters an operator changes under every fault mix; a failure prints its replay command.
 simulate: $(CODEC)
 	$(PY) -m kraft.sim --seeds $(SEEDS) --jobs $(JOBS)
+	$(PY) -m kraft.sim --seeds $(SEEDS) --jobs $(JOBS) --membership
 
 # A real local cluster under random kills, pauses and restarts; see src/kraft/cli/chaos.py.
 chaos: $(CODEC)

@@ -9,6 +9,7 @@ from kraft.raft import RaftConfig, Role
 from kraft.raft.errors import InvariantViolation
 from kraft.raft.gate import Gate
 from kraft.raft.quorum_state import QuorumState
+from kraft.raft.voters import Voters, VoterSet
 from kraft.storage import ElectionState, MemoryQuorumStateStore
 
 
@@ -31,7 +32,9 @@ def quorum(node_id=1, voters=(1, 2, 3), saved=None, log_epoch=0):
         MemoryQuorumStateStore.write(store, saved)
     config = RaftConfig(node_id=node_id, voters=voters, cluster_id="c")
     switches = []
-    q = QuorumState(config, store, Random(1), Gate(config), lambda old, epoch: switches.append((old.role, epoch)))
+    voters = Voters(VoterSet.static(config.voters))
+    q = QuorumState(config, voters, store, Random(1), Gate(config, voters),
+                    lambda old, epoch: switches.append((old.role, epoch)))
     store.quorum = q
     q.restore(store.read(), log_epoch, now=0)
     return q, store, switches
@@ -61,13 +64,18 @@ def test_transitions_raft_forbids_are_refused_before_anything_is_written(move):
     assert len(store.seen) == written and q.role == Role.CANDIDATE
 
 
-def test_an_observer_cannot_campaign_or_vote():
+def test_an_observer_cannot_campaign_but_may_vote():
+    """As Kafka 3.9+ (KIP-853): a replica outside its voter set may grant a vote (its set may be
+    stale; the candidate counts only its own set's votes). A static quorum's gate refuses such a
+    Vote before it gets here."""
     q, store, _ = quorum(node_id=9)
     with pytest.raises(InvariantViolation, match="observer"):
         q.become_candidate(now=0)
     with pytest.raises(InvariantViolation, match="observer"):
-        q.become_voted(2, now=0)
+        q.become_prospective(now=0)
     assert q.state.election_deadline is None, "an observer looks for a leader instead of campaigning"
+    q.become_voted(2, now=0)
+    assert q.role == Role.VOTED and store.read().voted_id == 2
 
 
 def test_a_replica_never_follows_itself_nor_a_second_leader_of_the_epoch_it_leads():

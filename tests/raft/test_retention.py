@@ -8,6 +8,7 @@ from kraft.raft.leader import LeaderState
 from kraft.raft.retention import LogStart, follower_target, leader_target, retention_target
 from kraft.raft.roles import Follower, Leader, Unattached
 from kraft.raft.snapshot_catalog import SnapshotCatalog
+from kraft.raft.voters import Voters, VoterSet
 from kraft.storage import MemoryLog, MemorySnapshotStore, SnapshotId
 
 from .conftest import follower_batch
@@ -54,7 +55,7 @@ def log_start(max_bytes):
     catalog.observe(None)
     config = RaftConfig(node_id=1, voters=(1, 2, 3), cluster_id="c", max_retention_bytes=max_bytes,
                         cleanup_interval_ms=1_000)
-    return LogStart(config, log, store, catalog), log, store
+    return LogStart(config, Voters(VoterSet.static(config.voters)), log, store, catalog), log, store
 
 
 def test_log_start_moves_in_roles_that_know_a_leader_at_most_once_per_cleanup_interval():

@@ -73,8 +73,10 @@ def test_defaults_are_kafkas():
          "no protocol for listener INTERNAL; add INTERNAL:PLAINTEXT"),
         ({"listener.security.protocol.map": "CONTROLLER:TLS"}, "is not LISTENER_NAME:PROTOCOL"),
         ({"inter.broker.listener.name": "EXTERNAL"}, "inter.broker.listener.name EXTERNAL is not one of listeners"),
-        ({"controller.quorum.voters": None, "controller.quorum.bootstrap.servers": "127.0.0.1:9093"},
-         "controller.quorum.bootstrap.servers is KIP-853's dynamic quorum"),
+        ({"controller.quorum.voters": None}, "give controller.quorum.voters (id@host:port,...: a static quorum) or "
+         "controller.quorum.bootstrap.servers"),
+        ({"controller.quorum.voters": None, "controller.quorum.bootstrap.servers": "127.0.0.1"},
+         "invalid value for controller.quorum.bootstrap.servers: '127.0.0.1' is not host:port"),
     ],
 )
 def test_bad_configs_are_refused_naming_the_key(change, message):

@@ -185,7 +185,7 @@ def test_a_peer_vote_is_answered_while_its_fetch_is_parked():
         server.register(1, 13, 13, parked_fetch)
         server.register(52, 0, 2, vote)
         host, port = await server.start()
-        peers = Peers({2: Endpoint(host, port)}, "node-1", request_timeout_ms=3000, election_timeout_ms=1000)
+        peers = Peers({2: Endpoint(host, port)}.get, "node-1", request_timeout_ms=3000, election_timeout_ms=1000)
         try:
             finished = asyncio.get_running_loop().create_future()
 

@@ -20,11 +20,13 @@ from kraft.raft.gate import Gate
 from kraft.raft.outbox import Outbox
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.roles import Follower, Leader, Resigned
+from kraft.raft.voters import Voters
 
 
 class Announcements:
-    def __init__(self, config: RaftConfig, quorum: QuorumState, outbox: Outbox, gate: Gate) -> None:
+    def __init__(self, config: RaftConfig, voters: Voters, quorum: QuorumState, outbox: Outbox, gate: Gate) -> None:
         self.config = config
+        self.voters = voters
         self.node_id = config.node_id
         self.quorum = quorum
         self.outbox = outbox
@@ -38,13 +40,13 @@ class Announcements:
             return
         leader.next_begin_quorum = now + leader.begin_quorum_interval_ms
         request = m.begin_quorum_request(self.config.cluster_id, self.node_id, self.quorum.epoch)
-        for voter in self.config.voters:
+        for voter in self.voters.ids:
             if voter != self.node_id and self.outbox.can_send(voter, now):
                 self.outbox.send(voter, request, now)
 
     def hand_over(self, resigned: Resigned, now: int) -> None:
         """A resigned leader: EndQuorumEpoch to every voter that has not acknowledged it."""
-        for voter in self.config.voters:
+        for voter in self.voters.ids:
             if voter not in resigned.end_quorum_acked and self.outbox.can_send(voter, now):
                 request = m.end_quorum_request(self.config.cluster_id, self.node_id, self.quorum.epoch,
                                                resigned.successors)

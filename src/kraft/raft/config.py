@@ -6,7 +6,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class RaftConfig:
     node_id: int
-    voters: tuple[int, ...]
+    voters: tuple[int, ...]  # controller.quorum.voters; empty: the voter set is in the log (KIP-853)
     cluster_id: str | None = None
     election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
     election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
@@ -28,10 +28,11 @@ class RaftConfig:
     # KIP-996: ask whether a majority would vote before campaigning. Kafka does whenever every
     # voter speaks Vote v2, as every kraft node does; off only to measure what it saves.
     pre_vote: bool = True
+    # controller.quorum.bootstrap.servers: how many. A replica that knows no voter asks them
+    # for the leader, as destinations -2, -3, ... (Kafka numbers them so too).
+    bootstrap_servers: int = 0
 
     def __post_init__(self) -> None:
-        if not self.voters:
-            raise ValueError("controller.quorum.voters: at least one voter is needed")
         if len(set(self.voters)) != len(self.voters):
             raise ValueError(f"controller.quorum.voters: duplicate voter ids in {self.voters}")
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
@@ -39,9 +40,5 @@ class RaftConfig:
                 raise ValueError(f"{name} must be positive")
 
     @property
-    def is_voter(self) -> bool:
-        return self.node_id in self.voters
-
-    @property
-    def majority(self) -> int:
-        return len(self.voters) // 2 + 1
+    def bootstrap_ids(self) -> tuple[int, ...]:
+        return tuple(-2 - i for i in range(self.bootstrap_servers))

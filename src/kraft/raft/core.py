@@ -33,8 +33,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kraft.raft import membership, membership_messages, snapshot_fetch
 from kraft.raft import messages as m
-from kraft.raft import snapshot_fetch
 from kraft.raft.accumulator import BatchAccumulator
 from kraft.raft.announcements import Announcements
 from kraft.raft.commits import CommitDelivery
@@ -45,6 +45,7 @@ from kraft.raft.errors import NotLeaderError
 from kraft.raft.gate import Gate
 from kraft.raft.leader import LeaderState
 from kraft.raft.listener import LeaderAndEpoch, Listener
+from kraft.raft.membership_messages import response_for
 from kraft.raft.metrics import SnapshotMetrics
 from kraft.raft.outbox import Outbox, Reply, Send
 from kraft.raft.quorum_state import QuorumState
@@ -52,6 +53,7 @@ from kraft.raft.retention import LogStart
 from kraft.raft.roles import Campaign, Candidate, Follower, Leader, ParkedFetch, Resigned, Role, RoleState, Unattached
 from kraft.raft.snapshot_catalog import SnapshotCatalog
 from kraft.raft.snapshot_fetch import DownloadFailed, SnapshotDownload
+from kraft.raft.voters import Voters, VoterSet
 from kraft.records import LeaderChangeMessage, SimpleRecord, build_control_batch
 from kraft.storage import (
     InvalidAppendError,
@@ -89,8 +91,10 @@ class RaftCore:
         self.metrics = metrics
         self.rng = rng
         self.listener = listener
-        self.gate = Gate(config)
-        self.quorum = QuorumState(config, store, rng, self.gate, self._switched)
+        self.voters = Voters(VoterSet.static(config.voters) if config.voters else None)
+        self._voters_seen = self.voters.generation
+        self.gate = Gate(config, self.voters)
+        self.quorum = QuorumState(config, self.voters, store, rng, self.gate, self._switched)
         self.history = EpochHistory(raft_log, self.snapshots)
         self.catalog = SnapshotCatalog(self.snapshots, metrics)
         self.outbox = Outbox(config.request_timeout_ms, config.retry_backoff_ms)
@@ -99,9 +103,9 @@ class RaftCore:
         self.commits = CommitDelivery(raft_log, listener, config.max_fetch_bytes)
         self._max_batch_bytes = min(config.max_batch_bytes, raft_log.max_batch_bytes)
         self._notified: LeaderAndEpoch | None = None
-        self.announcements = Announcements(config, self.quorum, self.outbox, self.gate)
-        self.elections = Elections(config, self.quorum, self.outbox, self.gate, self.history, rng, self._maybe_win)
-        self.log_start = LogStart(config, raft_log, self.snapshots, self.catalog)
+        self.announcements = Announcements(config, self.voters, self.quorum, self.outbox, self.gate)
+        self.elections = Elections(config, self.voters, self.quorum, self.outbox, self.gate, self.history, rng, self._maybe_win)
+        self.log_start = LogStart(config, self.voters, raft_log, self.snapshots, self.catalog)
         self._start(now)
 
     # ================================================================ queries
@@ -129,7 +133,7 @@ class RaftCore:
 
     @property
     def is_voter(self) -> bool:
-        return self.config.is_voter
+        return self.voters.contains(self.node_id)
 
     @property
     def is_leader(self) -> bool:
@@ -141,7 +145,7 @@ class RaftCore:
         newer epoch seen: a graceful stop waits while this holds (or a timeout passes), so
         every possible successor learns to campaign now rather than after a fetch timeout."""
         state = self.state
-        return isinstance(state, Resigned) and not set(self.config.voters) <= state.end_quorum_acked
+        return isinstance(state, Resigned) and not set(self.voters.ids) <= state.end_quorum_acked
 
     @property
     def leader_and_epoch(self) -> LeaderAndEpoch:
@@ -249,6 +253,9 @@ class RaftCore:
         self._observe_snapshots(now)
         if latest is not None:
             self._load_snapshot(latest)
+        for batch in self.log.control_batches(latest.end_offset if latest is not None else 0):
+            self.voters.observe_batch(batch)
+        self._voters_seen = self.voters.generation
         self.quorum.restore(self.quorum.store.read(), self.history.last_epoch(), now)
         self._maybe_win(now)  # a restored candidate of a single-voter quorum
         self._poll(now)
@@ -259,6 +266,9 @@ class RaftCore:
             error = self._fetch_error(ErrorCode.not_leader_or_follower)
             for parked in old.parked:
                 self.outbox.reply(parked.handle, error)
+            if old.voter_change is not None:  # appended, maybe committed later by the next leader: unknown
+                self.outbox.reply(old.voter_change.handle, old.voter_change.answer(
+                    ErrorCode.not_leader_or_follower, f"node {self.node_id} stopped leading before the change committed"))
         if isinstance(old, Follower) and old.download is not None:
             old.download.abort("the replica changed state")
         self.outbox.forget()
@@ -267,7 +277,7 @@ class RaftCore:
     def _maybe_win(self, now: int) -> None:
         """A majority's votes make a candidate the leader, and a prospective a candidate."""
         state = self.state
-        if not isinstance(state, Campaign) or len(state.granted) < self.config.majority:
+        if not isinstance(state, Campaign) or len(state.granted) < self.voters.majority:
             return
         if isinstance(state, Candidate):
             self._become_leader(state, now)
@@ -276,12 +286,12 @@ class RaftCore:
 
     def _become_leader(self, candidate: Candidate, now: int) -> None:
         granting = tuple(sorted(candidate.granted))
-        progress = LeaderState(self.epoch, self.node_id, self.config.voters, self.log.end_offset, now,
+        progress = LeaderState(self.epoch, self.node_id, self.voters.ids, self.log.end_offset, now,
                                granting_voters=granting)
         appends = BatchAccumulator(self._max_batch_bytes, self.config.max_batch_bytes, self.config.append_linger_ms)
         self.quorum.become_leader(Leader(progress, appends, self.config.fetch_timeout_ms))
         batch = build_control_batch(
-            LeaderChangeMessage(self.node_id, tuple(sorted(self.config.voters)), granting), timestamp=now
+            LeaderChangeMessage(self.node_id, self.voters.ids, granting), timestamp=now
         )
         self.log.append_as_leader(batch, self.epoch)
         log.info("node %d: elected leader of epoch %d with votes from %s", self.node_id, self.epoch, list(granting))
@@ -305,6 +315,10 @@ class RaftCore:
     def _poll(self, now: int) -> None:
         self._observe_snapshots(now)
         self.log_start.maybe_clean(now, self.state, self.high_watermark)
+        self.voters.forget_before(self.log.start_offset)
+        if self.voters.generation != self._voters_seen:
+            self._voters_seen = self.voters.generation
+            self._voters_changed(now)
         state = self.state
         if isinstance(state, Leader):
             self._poll_leader(state, now)
@@ -325,9 +339,15 @@ class RaftCore:
 
     def _poll_leader(self, leader: Leader, now: int) -> None:
         if leader.appends.ready(now):
-            for batch in leader.appends.drain(now):
-                self.log.append_as_leader(batch, self.epoch)
+            self._drain(leader, now)
         self._answer_parked_fetches(leader, now, force=self._advance_high_watermark(leader))
+        change = leader.voter_change
+        if change is not None and now >= change.deadline:
+            leader.voter_change = None
+            self._reply(change.handle, change.answer(
+                ErrorCode.request_timed_out, f"the voter change at offset {change.offset} did not commit in time"))
+        if self.state is not leader:
+            return  # the committed removal of this leader made it resign
         if now - leader.progress.quorum_contact_ms(now) >= leader.check_quorum_ms:
             log.warning("node %d: resigning leadership of epoch %d: no fetch from a majority of voters in %d ms",
                         self.node_id, self.epoch, leader.check_quorum_ms)
@@ -365,9 +385,11 @@ class RaftCore:
 
     def _poll_observer_discovery(self, now: int) -> None:
         """An observer that knows no leader asks a random voter; any answer names the leader."""
-        if self.wants_flush or any(self.outbox.waiting_on(d) for d in self.config.voters):
+        # Kafka's observers ask controller.quorum.bootstrap.servers when it is set.
+        askable = self.config.bootstrap_ids or tuple(v for v in self.voters.ids if v != self.node_id)
+        if self.wants_flush or any(self.outbox.waiting_on(d) for d in askable):
             return
-        ready = [v for v in self.config.voters if self.outbox.can_send(v, now)]
+        ready = [v for v in askable if self.outbox.can_send(v, now)]
         if ready:
             self.outbox.send(self.rng.choice(ready), self._fetch_request(), now)
 
@@ -379,7 +401,7 @@ class RaftCore:
     # ---------------------------------------------------------------- candidate and resigned
 
     def _poll_resigned(self, resigned: Resigned, now: int) -> None:
-        if now >= resigned.election_deadline and self.is_voter:
+        if now >= resigned.election_deadline:
             self.elections.start(now)
             self._poll(now)
             return
@@ -446,7 +468,55 @@ class RaftCore:
             return False
         self.high_watermark = leader.progress.high_watermark
         self.commits.deliver(self.high_watermark)
+        change = leader.voter_change
+        if change is not None and (self.high_watermark or 0) > change.offset:
+            leader.voter_change = None
+            self._reply(change.handle, change.answer(ErrorCode.none))
+            if change.removes_leader:
+                log.info("node %d: its removal from the voters committed; resigning", self.node_id)
+                self._become_resigned(self._now_hint)
         return True
+
+    def _drain(self, leader: Leader, now: int) -> None:
+        for batch in leader.appends.drain(now):
+            self.log.append_as_leader(batch, self.epoch)
+
+    # ================================================================ voter changes (KIP-853)
+
+    def _on_membership_request(self, handle: Any, request: m.MembershipRequest, now: int) -> None:
+        if not self.gate.cluster_ok(request):
+            return self._reply(handle, response_for(request, ErrorCode.inconsistent_cluster_id))
+        leader = self.state
+        if not isinstance(leader, Leader):
+            return self._reply(handle, response_for(
+                request, ErrorCode.not_leader_or_follower,
+                f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})"))
+        why = membership.refusal(request, self.voters, leader.progress, leader.voter_change, self.high_watermark,
+                                 self.config.fetch_timeout_ms, now)
+        if why is not None:
+            return self._reply(handle, response_for(request, *why))
+        changed = membership.changed_set(request, self.voters.latest)
+        if leader.appends.count:
+            self._drain(leader, now)  # what was appended before the change stays before it
+        offset = self.log.end_offset
+        self.log.append_as_leader(build_control_batch(changed.record(), timestamp=now), self.epoch)
+        self.voters.observe(offset, changed.record())
+        timeout_ms = int(request.timeout.total_seconds() * 1000) if hasattr(request, "timeout") else 0
+        deadline = now + (timeout_ms if timeout_ms > 0 else self.config.request_timeout_ms)
+        leader.voter_change = membership.PendingChange(request, handle, offset, deadline,
+                                                       removes_leader=not changed.get(self.node_id))
+        log.info("node %d: voters %s -> %s at offset %d", self.node_id, list(self.voters.at(offset - 1).ids),
+                 list(changed.ids), offset)
+
+    def _voters_changed(self, now: int) -> None:
+        """The latest voter set changed (appended, truncated away or loaded from a snapshot)."""
+        state = self.state
+        if isinstance(state, Leader):
+            state.progress.set_voters(self.voters.ids)
+        elif not self.is_voter:
+            self.quorum.become_observer(now)
+        elif isinstance(state, Unattached) and state.election_deadline is None:
+            state.election_deadline = self.quorum.election_timer(now)  # added: a voter now
 
     def _fetch_answer(self, records: Any = None, diverging: OffsetAndEpoch | None = None,
                       snapshot: SnapshotId | None = None) -> m.FetchResponse:
@@ -502,9 +572,10 @@ class RaftCore:
         leader = p.current_leader
         state = self.state
         abandoned = state.abandoned if isinstance(state, Unattached) else None
-        if abandoned == (leader.leader_epoch, leader.leader_id) and source != leader.leader_id:
+        if abandoned == (leader.leader_epoch, leader.leader_id) and 0 <= source != leader.leader_id:
             # Hearsay about the leader this observer just gave up on: a voter that has not
-            # noticed its loss yet. Following it again would wait out a whole fetch timeout;
+            # noticed its loss yet (a bootstrap server's answer may be the leader's own: -2, -3...
+            # name addresses, not nodes, so it is followed again). Following it again would wait out a whole fetch timeout;
             # ask the others until one names a newer leader, or that leader answers itself
             # (Kafka's observer keeps fetching from the bootstrap servers the same way).
             self.outbox.back_off(source, now)
@@ -533,15 +604,18 @@ class RaftCore:
         if p.diverging_epoch.end_offset >= 0 and p.diverging_epoch.epoch >= 0:
             diverging = OffsetAndEpoch(p.diverging_epoch.end_offset, p.diverging_epoch.epoch)
             self.history.truncate_to(diverging, self.high_watermark, self.node_id, self.leader_id)
+            self.voters.truncate(self.log.end_offset)
             return
         if p.records:
             try:
-                self.log.append_as_follower(p.records)
+                appended = self.log.append_as_follower(p.records)
             except InvalidAppendError as e:  # damaged on the way, or a peer that is not a real leader
                 self.gate.once(("append", str(e)), logging.WARNING, "node %d: refused records fetched from %d: %s",
                                self.node_id, source, e)
                 self.outbox.back_off(source, now)
                 return
+            if appended.control:
+                self.voters.observe_control(p.records)
         if p.high_watermark >= 0 and (self.high_watermark is None or p.high_watermark > self.high_watermark):
             self.high_watermark = p.high_watermark
         self.commits.deliver(self.high_watermark)
@@ -563,7 +637,9 @@ class RaftCore:
         must hold exactly a committed prefix of this log.
         """
         self.catalog.check_creatable(snapshot_id, self.high_watermark, self.history)
-        writer = self.snapshots.create_writer(snapshot_id, last_contained_log_time, **writer_options)
+        raft_records = self.voters.records_at(snapshot_id.end_offset - 1)
+        writer = self.snapshots.create_writer(snapshot_id, last_contained_log_time, raft_records=raft_records,
+                                              **writer_options)
         self.catalog.creating(snapshot_id)
         return writer
 
@@ -572,6 +648,7 @@ class RaftCore:
         self.catalog.observe(self.high_watermark)
 
     def _load_snapshot(self, snapshot_id: SnapshotId) -> None:
+        self.voters.restart(snapshot_id.end_offset, self.snapshots.open_reader(snapshot_id).raft_messages())
         if self.listener is not None:
             self.catalog.load(snapshot_id, self.listener)
         self.commits.restart_at(snapshot_id.end_offset)
@@ -646,6 +723,8 @@ class RaftCore:
         m.FetchRequest: _on_fetch_request,
         m.FetchSnapshotRequest: _on_fetch_snapshot_request,
         m.DescribeQuorumRequest: _on_describe_quorum_request,
+        membership_messages.AddRaftVoterRequest: _on_membership_request,
+        membership_messages.RemoveRaftVoterRequest: _on_membership_request,
     }
     _response_handlers: dict[type, Callable] = {
         m.VoteResponse: _on_vote_response,

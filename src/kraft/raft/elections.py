@@ -35,15 +35,17 @@ from kraft.raft.gate import MAX_EPOCH, Gate
 from kraft.raft.outbox import Outbox
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.roles import Campaign, Follower, Prospective, Role, Unattached
+from kraft.raft.voters import Voters
 from kraft.storage import OffsetAndEpoch
 
 log = logging.getLogger("kraft.raft")
 
 
 class Elections:
-    def __init__(self, config: RaftConfig, quorum: QuorumState, outbox: Outbox, gate: Gate,
+    def __init__(self, config: RaftConfig, voters: Voters, quorum: QuorumState, outbox: Outbox, gate: Gate,
                  history: EpochHistory, rng: Random, on_votes: Callable[[int], None]) -> None:
         self.config = config
+        self.voters = voters
         self.node_id = config.node_id
         self.quorum = quorum
         self.outbox = outbox
@@ -55,8 +57,11 @@ class Elections:
     # ---------------------------------------------------------------- asking
 
     def start(self, now: int) -> None:
-        """The timer ran out: pre-vote (or, with pre-vote off, campaign at once)."""
-        if self.config.pre_vote:
+        """The timer ran out: pre-vote (or, with pre-vote off, campaign at once). A replica
+        the voter set no longer names (KIP-853: removed) observes instead."""
+        if not self.voters.contains(self.node_id):
+            self.quorum.become_observer(now)
+        elif self.config.pre_vote:
             self.quorum.become_prospective(now)
             self.on_votes(now)  # a single voter is its own majority
         else:
@@ -85,8 +90,8 @@ class Elections:
         # unanswered cannot make a majority. A voter that cannot be reached counts as refusing
         # (a dead leader's port refuses at once; with one peer refusing because it voted for
         # itself, a three-voter quorum would otherwise wait out the whole election timeout).
-        voters = self.config.voters
-        lost = len(voters) - len(campaign.rejected | campaign.unreachable) < self.config.majority
+        voters = self.voters.ids
+        lost = len(voters) - len(campaign.rejected | campaign.unreachable) < self.voters.majority
         if now >= campaign.election_deadline or lost:
             leader = self.quorum.leader_id
             if isinstance(campaign, Prospective) and leader is not None and leader != self.node_id:
@@ -108,7 +113,7 @@ class Elections:
 
     def on_unreachable(self, voter: int) -> None:
         campaign = self.quorum.state
-        if isinstance(campaign, Campaign) and voter in self.config.voters:
+        if isinstance(campaign, Campaign) and self.voters.contains(voter):
             campaign.unreachable.add(voter)
 
     def on_response(self, p: Any, source: int, now: int) -> None:
@@ -145,8 +150,9 @@ class Elections:
             deadline = self.quorum.timeout_deadline(now)
             self.quorum.become_unattached(p.replica_epoch, now)
             unattached = self.quorum.state
-            assert isinstance(unattached, Unattached) and unattached.election_deadline is not None
-            unattached.election_deadline = min(unattached.election_deadline, deadline)
+            assert isinstance(unattached, Unattached)
+            if unattached.election_deadline is not None:  # None: an observer, which never campaigns
+                unattached.election_deadline = min(unattached.election_deadline, deadline)
         up_to_date = OffsetAndEpoch(p.last_offset, p.last_offset_epoch) >= self.history.last()
         if p.pre_vote:
             return ErrorCode.none, up_to_date and self._would_grant_pre_vote(), ErrorCode.none

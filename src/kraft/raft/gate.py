@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from kraft.raft import messages as m
 from kraft.raft.config import RaftConfig
+from kraft.raft.voters import Voters
 
 log = logging.getLogger("kraft.raft")
 
@@ -28,8 +29,9 @@ _MEMORY = 1000  # refusal kinds remembered; past that, lines repeat rather than 
 
 
 class Gate:
-    def __init__(self, config: RaftConfig) -> None:
+    def __init__(self, config: RaftConfig, voters: Voters) -> None:
         self.config = config
+        self.voters = voters
         self.node_id = config.node_id
         self._foreign: set[int] = set()  # peers refusing our cluster id
         self._said: set[object] = set()
@@ -97,7 +99,10 @@ class Gate:
         if p.replica_id < 0 or p.replica_id == self.node_id or self.out_of_reach(
                 p.replica_epoch, epoch, type(request).__name__):
             return ErrorCode.invalid_request
-        if not self.config.is_voter or p.replica_id not in self.config.voters:
+        if not self.voters.is_dynamic and not (self.voters.contains(self.node_id) and self.voters.contains(p.replica_id)):
+            # A static quorum's voters are fixed. A dynamic one's may not have reached this
+            # replica yet, so, as Kafka 3.9+, any candidate is answered: it counts only the
+            # votes of its own voter set.
             return ErrorCode.inconsistent_voter_set
         return None
 
@@ -111,7 +116,7 @@ class Gate:
                 p.leader_epoch, epoch, type(request).__name__):
             # This replica knows whether it leads: a message naming it is not from a leader.
             return ErrorCode.invalid_request
-        if not self.config.is_voter or p.leader_id not in self.config.voters:
+        if not self.voters.is_dynamic and not (self.voters.contains(self.node_id) and self.voters.contains(p.leader_id)):
             return ErrorCode.inconsistent_voter_set
         if p.leader_epoch == epoch and leader_id is not None and leader_id != p.leader_id:
             # Raft elects one leader per epoch; a second claim is refused, not followed.

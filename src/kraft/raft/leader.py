@@ -48,6 +48,16 @@ class LeaderState:
         for v in self.voters:
             self.voter_progress[v] = ReplicaProgress(v)
 
+    def set_voters(self, voters: tuple[int, ...]) -> None:
+        """The voter set changed (KIP-853): a replica's progress moves with it between voters
+        and observers, so a voter added after catching up as an observer counts at once."""
+        for v in [v for v in self.voter_progress if v not in voters]:
+            self.observer_progress[v] = self.voter_progress.pop(v)
+        for v in voters:
+            if v not in self.voter_progress:
+                self.voter_progress[v] = self.observer_progress.pop(v) if v in self.observer_progress else ReplicaProgress(v)
+        self.voters = voters
+
     def progress(self, replica_id: int) -> ReplicaProgress:
         if replica_id in self.voter_progress:
             return self.voter_progress[replica_id]
@@ -68,7 +78,8 @@ class LeaderState:
         epoch's LeaderChange record (Raft commits a previous epoch's entries only by
         committing one of its own), and never moving backwards.
         """
-        self.voter_progress[self.node_id].end_offset = local_flushed_offset
+        if self.node_id in self.voter_progress:  # a leader removing itself no longer counts
+            self.voter_progress[self.node_id].end_offset = local_flushed_offset
         offsets = sorted((p.end_offset for p in self.voter_progress.values()), reverse=True)
         candidate = offsets[len(self.voters) // 2]
         if candidate <= self.epoch_start_offset:

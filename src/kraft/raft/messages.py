@@ -4,7 +4,7 @@ The core speaks these types directly, so the server puts them on the wire unchan
 request names exactly one partition, `__cluster_metadata-0`; these helpers keep that
 nesting out of the core's logic. Versions: Vote v2 (KIP-996's PreVote), BeginQuorumEpoch v0, EndQuorumEpoch
 v0 (KIP-595), Fetch v13 (topic ids, DivergingEpoch, SnapshotId), FetchSnapshot v0
-(KIP-630), DescribeQuorum v1.
+(KIP-630), DescribeQuorum v1, AddRaftVoter v0 and RemoveRaftVoter v0 (KIP-853).
 """
 
 import uuid
@@ -26,6 +26,11 @@ from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v2 import request as vote_req
 from kio.schema.vote.v2 import response as vote_resp
 from kio.static.primitive import i32, i32Timedelta, i64
+
+from kraft.raft.membership_messages import (
+    MembershipRequest,
+    MembershipResponse,
+)
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
@@ -62,9 +67,9 @@ FetchSnapshotResponsePartition = fs_resp.PartitionSnapshot
 DescribeQuorumReplica = dq_resp.ReplicaState
 
 RaftRequest = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
-               | DescribeQuorumRequest)
+               | DescribeQuorumRequest | MembershipRequest)
 RaftResponse = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-                | FetchSnapshotResponse | DescribeQuorumResponse)
+                | FetchSnapshotResponse | DescribeQuorumResponse | MembershipResponse)
 
 
 def is_metadata_topic(topic: Any) -> bool:

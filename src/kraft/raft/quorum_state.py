@@ -44,6 +44,7 @@ from kraft.raft.roles import (
     Unattached,
     Voted,
 )
+from kraft.raft.voters import Voters
 from kraft.storage import ElectionState, QuorumStateStore
 
 log = logging.getLogger("kraft.raft")
@@ -70,9 +71,10 @@ _NEWER_EPOCH: dict[Role, frozenset[Role]] = {
 
 
 class QuorumState:
-    def __init__(self, config: RaftConfig, store: QuorumStateStore, rng: Random, gate: Gate,
+    def __init__(self, config: RaftConfig, voters: Voters, store: QuorumStateStore, rng: Random, gate: Gate,
                  on_switch: Callable[[RoleState, int], None]) -> None:
         self.config = config
+        self.voters = voters
         self.gate = gate
         self.node_id = config.node_id
         self.store = store
@@ -117,7 +119,7 @@ class QuorumState:
 
     def _unattached(self, now: int, abandoned: tuple[int, int] | None = None) -> Unattached:
         timer = self.election_timer(now)  # drawn for observers too: the random sequence is the same
-        return Unattached(timer if self.config.is_voter else None, abandoned)
+        return Unattached(timer if self.voters.contains(self.node_id) else None, abandoned)
 
     def _candidate(self, now: int) -> Candidate:
         return Candidate(self.election_timer(now), granted={self.node_id})
@@ -135,12 +137,12 @@ class QuorumState:
         elif saved.leader_id == self.node_id:
             # We led this epoch before a restart: we cannot know what happened since, so do
             # not lead again in it; resign and let an election pick the next epoch's leader.
-            others = tuple(v for v in self.config.voters if v != self.node_id)
+            others = tuple(v for v in self.voters.ids if v != self.node_id)
             resigned = Resigned(self.election_timer(now), others, {self.node_id})
             self._switch(resigned, saved.epoch, self.node_id, saved.voted_id)
         elif saved.leader_id is not None:
             self._switch(Follower(now + self.config.fetch_timeout_ms), saved.epoch, saved.leader_id, None)
-        elif saved.voted_id == self.node_id and self.config.is_voter:
+        elif saved.voted_id == self.node_id and self.voters.contains(self.node_id):
             self._switch(self._candidate(now), saved.epoch, None, self.node_id)
         elif saved.voted_id is not None:
             self._switch(Voted(self.election_timer(now)), saved.epoch, None, saved.voted_id)
@@ -151,6 +153,23 @@ class QuorumState:
         if abandoned is None and isinstance(self.state, Unattached):
             abandoned = self.state.abandoned  # an observer still ignores hearsay of the leader it gave up on
         self._transition(self._unattached(now, abandoned), epoch, None, None)
+
+    def become_observer(self, now: int) -> None:
+        """The voter set no longer names this replica (KIP-853): it stops timing out into
+        elections. Its vote stays cast and a leader it knows stays known; a resigned leader
+        removed from the set becomes an observer of its own epoch, which it can never lead
+        again (elections are always for a newer one)."""
+        # Straight to the new role, past _transition's table: these moves exist only because
+        # the voter set changed under the role, which the table's roles cannot see.
+        state = self.state
+        if isinstance(state, Unattached):
+            state.election_deadline = None
+        elif isinstance(state, Voted | Prospective | Resigned):
+            leader = self.leader_id if isinstance(state, Prospective) and self.leader_id != self.node_id else None
+            if leader is not None:
+                self._switch(Follower(now + self.config.fetch_timeout_ms), self.epoch, leader, self.voted_id)
+            else:
+                self._switch(Unattached(None), self.epoch, None, self.voted_id)
 
     def become_voted(self, candidate: int, now: int) -> None:
         self._transition(Voted(self.election_timer(now)), self.epoch, None, candidate)
@@ -210,14 +229,18 @@ class QuorumState:
         if now_in not in allowed or (to == Role.CANDIDATE and epoch != self.epoch + 1):
             raise InvariantViolation(f"node {self.node_id}: {now_in.value} in epoch {self.epoch} "
                                      f"cannot become {to.value} in epoch {epoch}")
-        if to in (Role.PROSPECTIVE, Role.CANDIDATE, Role.VOTED, Role.LEADER, Role.RESIGNED) and not self.config.is_voter:
+        # A replica outside its own voter set may still vote (KIP-853, as Kafka 3.9+: its set may
+        # be stale, and the candidate counts only its own set's votes; a static quorum's gate
+        # refuses such votes before), and a leader whose own removal committed resigns.
+        voter_only = (Role.PROSPECTIVE, Role.CANDIDATE, Role.LEADER, Role.RESIGNED)
+        if to in voter_only and not self.voters.contains(self.node_id) and (to, now_in) != (Role.RESIGNED, Role.LEADER):
             raise InvariantViolation(f"node {self.node_id}: an observer cannot become {to.value}")
         self._switch(state, epoch, leader_id, voted_id)
 
     def _switch(self, state: RoleState, epoch: int, leader_id: int | None, voted_id: int | None,
                 force_write: bool = False) -> None:
         if force_write or (epoch, leader_id, voted_id) != (self.epoch, self.leader_id, self.voted_id):
-            self.store.write(ElectionState(epoch, leader_id, voted_id, self.config.voters))
+            self.store.write(ElectionState(epoch, leader_id, voted_id, self.voters.ids))
         if epoch != self.epoch or state.role != self.role:
             log.info(
                 "node %d: %s in epoch %d%s",

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from kraft.raft.config import RaftConfig
 from kraft.raft.roles import Follower, Leader, RoleState
 from kraft.raft.snapshot_catalog import SnapshotCatalog
+from kraft.raft.voters import Voters
 from kraft.storage import ReplicatedLog, SnapshotId, SnapshotStore
 
 log = logging.getLogger("kraft.raft")
@@ -97,9 +98,10 @@ class LogStart:
     the replicas still need.
     """
 
-    def __init__(self, config: RaftConfig, log: ReplicatedLog, snapshots: SnapshotStore,
+    def __init__(self, config: RaftConfig, voters: Voters, log: ReplicatedLog, snapshots: SnapshotStore,
                  catalog: SnapshotCatalog) -> None:
         self.config = config
+        self.voters = voters
         self.log = log
         self.snapshots = snapshots
         self.catalog = catalog
@@ -139,7 +141,7 @@ class LogStart:
         live = [
             p.end_offset
             for rid, p in {**leader.voter_progress, **leader.observer_progress}.items()
-            if rid != self.config.node_id and (p.last_fetch_ms >= recent or (young and rid in self.config.voters))
+            if rid != self.config.node_id and (p.last_fetch_ms >= recent or (young and self.voters.contains(rid)))
         ]
         candidates = [s for s in kept if self.log.start_offset < s.end_offset <= limit]
         target = leader_target(retained, candidates, live, timestamps, now, self.config.start_offset_lag_time_max_ms)

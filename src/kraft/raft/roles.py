@@ -18,6 +18,7 @@ from typing import Any
 
 from kraft.raft.accumulator import BatchAccumulator
 from kraft.raft.leader import LeaderState
+from kraft.raft.membership import PendingChange
 from kraft.raft.snapshot_fetch import SnapshotDownload
 
 
@@ -163,6 +164,7 @@ class Leader:
     fetch_timeout_ms: int
     parked: list[ParkedFetch] = field(default_factory=list)
     next_begin_quorum: int = 0
+    voter_change: PendingChange | None = None  # KIP-853: an AddRaftVoter/RemoveRaftVoter awaiting its commit
     role = Role.LEADER
 
     @property
@@ -175,6 +177,8 @@ class Leader:
 
     def deadlines(self, now: int) -> list[int]:
         out = [p.deadline for p in self.parked]
+        if self.voter_change is not None:
+            out.append(self.voter_change.deadline)
         out.append(self.progress.quorum_contact_ms(now) + self.check_quorum_ms)
         out.append(self.next_begin_quorum)
         linger = self.appends.deadline()

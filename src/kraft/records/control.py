@@ -353,16 +353,16 @@ def decode_control_record(record: Record | SimpleRecord) -> ControlMessage:
 
 
 def build_control_batch(
-    message: ControlMessage,
-    *,
+    *messages: ControlMessage,
     base_offset: int = 0,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     timestamp: int | None = None,
 ) -> bytearray:
-    """A batch holding one control record, as Kafka writes LeaderChange and snapshot markers."""
-    record = SimpleRecord(control_key(control_type_of(message)), encode_control_value(message))
+    """A batch of control records: one, as Kafka writes LeaderChange and snapshot markers, or
+    several (KIP-853's KRaftVersion and Voters records, written together)."""
+    records = [SimpleRecord(control_key(control_type_of(m)), encode_control_value(m)) for m in messages]
     return build_batch(
-        [record],
+        records,
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
         timestamp=timestamp,

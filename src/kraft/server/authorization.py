@@ -36,6 +36,7 @@ from kraft.security.acl import CLUSTER_NAME, Acl, AclOperation, Authorizer, Reso
 from kraft.server.config import ServerConfig
 
 CLUSTER_ACTION_APIS = frozenset((52, 53, 54, 1, 59, 62, 63, 58))  # Raft RPCs, broker lifecycle, Envelope
+ALTER_CLUSTER_APIS = frozenset((80, 81))  # AddRaftVoter, RemoveRaftVoter: an operator's, as in Kafka
 DESCRIBE_CLUSTER_APIS = frozenset((55, 60))  # DescribeQuorum, DescribeCluster
 FETCH_SNAPSHOT = 59
 REFUSED = "Authorization failed."
@@ -104,6 +105,8 @@ class Authorization:
         key = header.request_api_key
         if key in CLUSTER_ACTION_APIS:
             return self._cluster(header, AclOperation.CLUSTER_ACTION)
+        if key in ALTER_CLUSTER_APIS:
+            return self._cluster(header, AclOperation.ALTER)
         return self._cluster(header, AclOperation.DESCRIBE) if key in DESCRIBE_CLUSTER_APIS else None
 
     def client_guard(self, header: Any, request: Any) -> Any | None:

@@ -58,7 +58,9 @@ class BrokerLifecycle:
         if self._controller != leader or self._connection is None or self._connection.closed:
             if self._connection is not None:
                 self._connection.close()
-            endpoint = self.node.config.voters[leader]
+            endpoint = self.node.peer_endpoint(leader)
+            if endpoint is None:
+                raise ConnectionError(f"no endpoint known for controller {leader}")
             self._connection = await self.node.controller_connector.connect(
                 endpoint, client_id=f"kraft-broker-{self.node.node_id}")
             self._controller = leader

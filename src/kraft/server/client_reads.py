@@ -183,7 +183,7 @@ class ClientReads:
         return dict(sorted(found.items()))
 
     def _log_topic(self, listed: Container[int]) -> dict[str, Any]:
-        voters = sorted(self.node.config.voters)
+        voters = sorted(self.node.controller_endpoints())
         leader = self._leader_and_epoch(listed)
         partition = {
             "error_code": ErrorCode.none if leader["leader_id"] != NO_LEADER else ErrorCode.leader_not_available,

@@ -103,6 +103,13 @@ def _voters(value: str) -> dict[int, Endpoint]:
     return voters
 
 
+def _bootstrap_servers(value: str) -> tuple[Endpoint, ...]:
+    servers = tuple(_endpoint(e) for e in value.split(",") if e.strip())
+    if not servers:
+        raise ValueError("no host:port given")
+    return servers
+
+
 _LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://(.*)$")
 
 
@@ -146,8 +153,10 @@ SCHEMA: dict[str, tuple[Callable[[str], Any], Any]] = {
     "node.id": (_int(0, 2**31 - 1), None),
     "broker.id": (_int(-1, 2**31 - 1), -1),  # Kafka's older name; must agree with node.id
     "process.roles": (_roles, None),
-    "controller.quorum.voters": (_voters, None),
-    "controller.quorum.bootstrap.servers": (_text, ""),  # KIP-853: needs a dynamic quorum
+    # One of the two: the voters themselves (a static quorum), or where to find the leader of
+    # a dynamic one (KIP-853), whose voters are in the log.
+    "controller.quorum.voters": (_voters, {}),
+    "controller.quorum.bootstrap.servers": (_bootstrap_servers, ()),
     "listeners": (_listeners, None),
     "advertised.listeners": (_listeners, ()),
     "listener.security.protocol.map": (_protocol_map, {}),  # {}: Kafka's default (see protocol())
@@ -215,7 +224,12 @@ class ServerConfig:
         return self["controller.quorum.voters"]
 
     @property
+    def bootstrap_servers(self) -> tuple[Endpoint, ...]:
+        return self["controller.quorum.bootstrap.servers"]
+
+    @property
     def is_voter(self) -> bool:
+        """A controller: a voter, or (KIP-853) one that may become a voter."""
         return "controller" in self["process.roles"]
 
     @property
@@ -367,9 +381,9 @@ def load_config(entries: Mapping[str, str], source: str = "<config>") -> ServerC
             values[key] = parser(raw)
         except ValueError as e:
             raise ConfigError(f"{source}: invalid value for {key}: {e}") from None
-    if "controller.quorum.voters" not in values and values.get("controller.quorum.bootstrap.servers"):
-        raise ConfigError(f"{source}: controller.quorum.bootstrap.servers is KIP-853's dynamic quorum, which kraft "
-                          "does not run yet: give the voters in controller.quorum.voters (id@host:port,...)")
+    if not values.get("controller.quorum.voters") and not values.get("controller.quorum.bootstrap.servers"):
+        raise ConfigError(f"{source}: give controller.quorum.voters (id@host:port,...: a static quorum) or "
+                          "controller.quorum.bootstrap.servers (host:port,...: a dynamic one, KIP-853)")
     for key, (_, default) in SCHEMA.items():
         if key not in values:
             if default is None:
@@ -407,7 +421,7 @@ def _check(config: ServerConfig) -> None:
     if config["inter.broker.listener.name"] and config.client_listener is None:
         raise ConfigError(f"{source}: inter.broker.listener.name {config['inter.broker.listener.name']} "
                           "is not one of listeners")
-    if config.is_voter and config.node_id not in config.voters:
+    if config.voters and config.is_voter and config.node_id not in config.voters:
         raise ConfigError(
             f"{source}: node.id {config.node_id} has process.roles=controller but is not in controller.quorum.voters"
         )
@@ -417,8 +431,8 @@ def _check(config: ServerConfig) -> None:
         controller = config.controller_listener
         if controller is None:
             raise ConfigError(f"{source}: listeners: no listener named in controller.listener.names")
-        own = config.voters[config.node_id]
-        if own.port != config.advertised(controller).port and controller.endpoint.port != 0:
+        own = config.voters.get(config.node_id)
+        if own is not None and own.port != config.advertised(controller).port and controller.endpoint.port != 0:
             raise ConfigError(
                 f"{source}: controller.quorum.voters gives {own} for node {config.node_id}, "
                 f"but its controller listener is {controller.endpoint}"

@@ -24,7 +24,7 @@ from kraft.metadata.controller import ControllerResult
 from kraft.raft import RaftCore
 from kraft.raft.epochs import EpochHistory
 from kraft.server.authorization import Authorization
-from kraft.server.config import ServerConfig
+from kraft.server.config import Endpoint, ServerConfig
 from kraft.server.listener_security import ControllerConnector
 from kraft.server.metrics import NodeMetrics
 from kraft.storage import LogReadInfo
@@ -67,6 +67,14 @@ class NodeContext(Protocol):
     @property
     def config(self) -> ServerConfig:
         """The node's server.properties, parsed (immutable)."""
+        ...
+
+    def controller_endpoints(self) -> dict[int, Endpoint]:
+        """The voters now and their controller endpoints (KIP-853: from the log when dynamic)."""
+        ...
+
+    def peer_endpoint(self, node_id: int) -> Endpoint | None:
+        """Where a controller is, if known: a voter, or a leader a Fetch answer named."""
         ...
 
     @property

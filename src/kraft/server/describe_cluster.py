@@ -44,7 +44,7 @@ class DescribeCluster:
             answer["endpoint_type"] = endpoint_type
         if endpoint_type == CONTROLLERS:
             answer["brokers"] = [{"broker_id": n, "host": e.host, "port": e.port, "rack": None}
-                                 for n, e in sorted(node.config.voters.items())]
+                                 for n, e in sorted(node.controller_endpoints().items())]
         elif endpoint_type == BROKERS:
             answer["brokers"] = [{key: b[key] for key in ("host", "port", "rack")} | {"broker_id": b["node_id"]}
                                  for b in self.brokers().values()]

@@ -239,7 +239,9 @@ class Forwarding:
         async with self._connecting:
             if self._controller != leader or self._connection is None or self._connection.closed:
                 self.close()
-                endpoint = self.node.config.voters[leader]
+                endpoint = self.node.peer_endpoint(leader)
+                if endpoint is None:
+                    raise ConnectionError(f"no endpoint known for controller {leader}")
                 self._connection = await self.node.controller_connector.connect(
                     endpoint, client_id=f"kraft-forwarding-{self.node.node_id}")
                 self._controller = leader

@@ -21,6 +21,7 @@ import asyncio
 import logging
 import socket
 import time
+import uuid
 from collections.abc import Callable
 from random import Random
 from typing import Any, TypeVar
@@ -34,9 +35,10 @@ from kraft.raft import InvariantViolation, RaftConfig, RaftCore, Reply, Send
 from kraft.raft import messages as m
 from kraft.raft.epochs import EpochHistory
 from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.raft.voters import NO_DIRECTORY
 from kraft.server.authorization import Authorization
 from kraft.server.client_api import ClientApi
-from kraft.server.config import ServerConfig
+from kraft.server.config import Endpoint, ServerConfig
 from kraft.server.listener_security import ControllerConnector, controller_connector, listener_security
 from kraft.server.metrics import NodeMetrics
 from kraft.server.peers import Peers
@@ -75,6 +77,8 @@ RAFT_APIS = {
     "Fetch": (1, 13),
     "FetchSnapshot": (59, 0),
     "DescribeQuorum": (55, 1),
+    "AddRaftVoter": (80, 0),  # KIP-853
+    "RemoveRaftVoter": (81, 0),
 }
 
 
@@ -127,6 +131,39 @@ class KraftNode:
         self.raft_address: tuple[str, int] | None = None
         self.client_address: tuple[str, int] | None = None
 
+    # ---------------------------------------------------------------- where the controllers are
+
+    def controller_endpoints(self) -> dict[int, Endpoint]:
+        """The voters and their controller endpoints: controller.quorum.voters for a static
+        quorum; for a dynamic one (KIP-853), the latest voter set in the log, at the endpoint of
+        this node's controller listener name (any, if the voter gave no such name)."""
+        core, c = self.core, self.config
+        if core is None or not core.voters.is_dynamic:
+            return dict(c.voters)
+        names = c["controller.listener.names"]
+        found = {}
+        for voter in core.voters.latest.voters:
+            ep = core.voters.latest.endpoint(voter.voter_id, names[0] if names else None)
+            if ep is not None:
+                found[voter.voter_id] = Endpoint(ep.host, ep.port)
+        return found
+
+    def voter_directories(self) -> dict[int, uuid.UUID]:
+        """The voters' directory ids (KIP-853; none in a static quorum)."""
+        core = self.core
+        if core is None:
+            return {}
+        return {v.voter_id: uuid.UUID(bytes=v.directory_id) for v in core.voters.latest.voters
+                if v.directory_id != NO_DIRECTORY}
+
+    def peer_endpoint(self, node_id: int) -> Endpoint | None:
+        """Where the core's requests to `node_id` go: a voter, a leader some answer named, or
+        (negative ids) controller.quorum.bootstrap.servers, as Kafka numbers them."""
+        if node_id <= -2:
+            servers = self.config.bootstrap_servers
+            return servers[-2 - node_id] if -2 - node_id < len(servers) else None
+        return self.controller_endpoints().get(node_id) or self.peers.learned.get(node_id)
+
     # ---------------------------------------------------------------- lifecycle
 
     def raft_config(self) -> RaftConfig:
@@ -134,6 +171,7 @@ class KraftNode:
         return RaftConfig(
             node_id=c.node_id,
             voters=tuple(sorted(c.voters)),
+            bootstrap_servers=len(c.bootstrap_servers),
             cluster_id=self.cluster_id,
             election_timeout_ms=c["controller.quorum.election.timeout.ms"],
             election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],
@@ -168,14 +206,14 @@ class KraftNode:
         )
         self.controller.core = self.core
         self.peers = Peers(
-            {n: ep for n, ep in c.voters.items() if n != self.node_id},
+            self.peer_endpoint,
             f"kraft-node-{self.node_id}",
             c["controller.quorum.request.timeout.ms"],
             c["controller.quorum.election.timeout.ms"],
             self.controller_connector,
         )
         max_frame = c["socket.request.max.bytes"]
-        versions = RaftVersions(c, RAFT_APIS)
+        versions = RaftVersions(c, RAFT_APIS, self.controller_endpoints, self.voter_directories)
         if c.is_voter:
             listener = c.controller_listener
             assert listener is not None
@@ -211,7 +249,7 @@ class KraftNode:
         self.step(lambda core, now: core.tick(now))
         log.info(
             "node %d started: cluster %s, voters %s, log %s, controller listener %s, client listener %s, metrics port %s",
-            self.node_id, self.cluster_id, sorted(c.voters), directory, self.raft_address, self.client_address,
+            self.node_id, self.cluster_id, sorted(self.controller_endpoints()), directory, self.raft_address, self.client_address,
             self.metrics.port,
         )
 

@@ -15,6 +15,11 @@ reach it before then). The backoff is the peer's, shared by both connections: wh
 the peer can be reached is one fact. A request that cannot be sent (no connection, or
 one not to be tried again yet), or whose connection breaks, is reported to the core as a
 send failure at once; the core decides when to try again.
+
+Where a peer is, is asked of the node when it is first sent to (and again if it moved): a
+voter of controller.quorum.voters or of a dynamic quorum's voter set (KIP-853), or one of
+controller.quorum.bootstrap.servers (ids -2, -3, ...). A Fetch to a bootstrap server goes in
+v17, whose answer names the leader's endpoint: how a node that knows no voter finds its leader.
 """
 
 import asyncio
@@ -23,11 +28,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kraft.protocol.build import convert
+from kraft.protocol.codec import request_class
 from kraft.protocol.connection import KafkaConnection
 from kraft.protocol.tasks import cancel_and_wait
 from kraft.raft import messages as m
 from kraft.server.config import Endpoint
 from kraft.server.listener_security import ControllerConnector
+from kraft.server.raft_versions import ABSENT, FETCH
 
 log = logging.getLogger("kraft.server.peers")
 
@@ -109,13 +117,31 @@ class Peer:
 
 
 class Peers:
-    def __init__(self, endpoints: dict[int, Endpoint], client_id: str, request_timeout_ms: int,
+    def __init__(self, endpoint_of: Callable[[int], Endpoint | None], client_id: str, request_timeout_ms: int,
                  election_timeout_ms: int, connector: ControllerConnector = ControllerConnector()) -> None:
-        """`connector`: the controller listener's TLS and login (plain TCP by default)."""
-        backoff_max_ms = max(RECONNECT_BACKOFF_MS, min(RECONNECT_BACKOFF_MAX_MS, election_timeout_ms // 4))
-        self._peers = {node: Peer(node, ep, client_id, backoff_max_ms, connector) for node, ep in endpoints.items()}
+        """`endpoint_of`: where a node is (None: unknown); asked the first time a node is sent
+        to, and again if its endpoint changed. `connector`: the controller listener's TLS and
+        login (plain TCP by default)."""
+        self.endpoint_of = endpoint_of
+        self.client_id = client_id
+        self.connector = connector
+        self.backoff_max_ms = max(RECONNECT_BACKOFF_MS, min(RECONNECT_BACKOFF_MAX_MS, election_timeout_ms // 4))
+        self._peers: dict[int, Peer] = {}
+        self.learned: dict[int, Endpoint] = {}  # leaders' endpoints named in Fetch answers (KIP-853)
         self.request_timeout_s = request_timeout_ms / 1000
         self._tasks: set[asyncio.Task] = set()
+
+    def _peer(self, node_id: int) -> Peer | None:
+        endpoint = self.endpoint_of(node_id)
+        if endpoint is None:
+            return None
+        peer = self._peers.get(node_id)
+        if peer is None or peer.endpoint != endpoint:
+            if peer is not None:
+                for attempt in peer.close():
+                    attempt.cancel()
+            peer = self._peers[node_id] = Peer(node_id, endpoint, self.client_id, self.backoff_max_ms, self.connector)
+        return peer
 
     def send(
         self,
@@ -125,9 +151,9 @@ class Peers:
         on_failure: Callable[[], None],
         extra_timeout_ms: int = 0,
     ) -> None:
-        peer = self._peers.get(destination)
+        peer = self._peer(destination)
         if peer is None:
-            log.error("no endpoint for node %d; is it in controller.quorum.voters?", destination)
+            log.error("no endpoint for node %d; not a voter this node knows", destination)
             asyncio.get_running_loop().call_soon(on_failure)
             return
         task = asyncio.create_task(self._send(peer, request, on_response, on_failure, extra_timeout_ms))
@@ -137,11 +163,23 @@ class Peers:
     async def _send(self, peer: Peer, request: Any, on_response, on_failure, extra_timeout_ms: int) -> None:
         try:
             connection = await peer.connected(channel_of(request))
-            response = await connection.request(request, self.request_timeout_s + extra_timeout_ms / 1000)
+            timeout_s = self.request_timeout_s + extra_timeout_ms / 1000
+            if peer.node_id <= -2 and isinstance(request, m.FetchRequest):
+                response = await self._discover(connection, request, timeout_s)
+            else:
+                response = await connection.request(request, timeout_s)
         except (TimeoutError, ConnectionError, OSError):
             on_failure()
             return
         on_response(response)
+
+    async def _discover(self, connection: KafkaConnection, request: m.FetchRequest, timeout_s: float) -> Any:
+        """A Fetch to a bootstrap server, in the version whose answer names the leader's
+        endpoint (Fetch v17, KIP-853): a node that knows no voter learns where its leader is."""
+        answer = await connection.request(convert(request, request_class(FETCH, 17), ABSENT[FETCH]), timeout_s)
+        for node in answer.node_endpoints:
+            self.learned[node.node_id] = Endpoint(node.host, node.port)
+        return convert(answer, m.FetchResponse, ABSENT[FETCH])
 
     async def close(self) -> None:
         await cancel_and_wait(self._tasks)

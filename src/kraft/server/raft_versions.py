@@ -24,23 +24,26 @@ What each version adds, from Kafka's message schemas:
 - DescribeQuorum v1: fetch and caught-up times; v2 (KIP-853): directory ids, error messages,
   and every voter's endpoints.
 
-The endpoints a node gives are the ones it knows: controller.quorum.voters, under the
-controller listener's name. A static quorum has no directory ids, so every one given is the
+The endpoints a node gives are the ones it knows: controller.quorum.voters, or a dynamic
+quorum's latest voter set (KIP-853), under the controller listener's name. A static quorum has no directory ids, so every one given is the
 zero id. A version above the core's is served only if nothing it can say would be lost on
 the way to the core: Vote v2's PreVote cannot be dropped (a pre-vote taken as a vote would
 move the voter to the candidate's epoch), so Vote v2 is served only by a core that speaks it.
 """
 
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kraft.protocol import KafkaServer
 from kraft.protocol.build import convert, field_names
 from kraft.protocol.codec import request_class, response_class
 from kraft.raft import messages as m
-from kraft.server.config import ServerConfig
+from kraft.server.config import Endpoint, ServerConfig
 
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE_QUORUM = 52, 53, 54, 1, 59, 55
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
 
 # The versions Kafka 4.x's controller listener serves, by the names RAFT_APIS uses.
 KAFKA_VERSIONS: dict[str, tuple[int, int, int]] = {
@@ -50,10 +53,12 @@ KAFKA_VERSIONS: dict[str, tuple[int, int, int]] = {
     "Fetch": (FETCH, 13, 17),
     "FetchSnapshot": (FETCH_SNAPSHOT, 0, 1),
     "DescribeQuorum": (DESCRIBE_QUORUM, 0, 2),
+    "AddRaftVoter": (ADD_RAFT_VOTER, 0, 1),  # v1: AckWhenCommitted; the core always answers once committed
+    "RemoveRaftVoter": (REMOVE_RAFT_VOTER, 0, 0),
 }
 
 # The RPCs kraft nodes send each other: the controller listener serves them, and only it.
-PEER_RPCS = ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot")
+PEER_RPCS = ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot", "AddRaftVoter", "RemoveRaftVoter")
 
 # The zero directory id (Kafka's absent value) as kio holds it: it reads zero as None, and
 # writes None as zero, or leaves a tagged field out, as Kafka leaves out a default.
@@ -77,6 +82,8 @@ ABSENT: dict[int, dict[str, Any]] = {
     },
     FETCH_SNAPSHOT: {"replica_directory_id": NO_DIRECTORY},
     DESCRIBE_QUORUM: {"error_message": None, "replica_directory_id": NO_DIRECTORY},
+    ADD_RAFT_VOTER: {},
+    REMOVE_RAFT_VOTER: {},
 }
 
 # Request fields that change what the core must do, so a version holding one is served only
@@ -102,8 +109,15 @@ def served_range(key: int, low: int, high: int, core: int) -> tuple[int, int]:
 class RaftVersions:
     """The conversions for one node: its core's versions (RAFT_APIS) and its voters' endpoints."""
 
-    def __init__(self, config: ServerConfig, core_versions: Mapping[str, tuple[int, int]]) -> None:
+    def __init__(self, config: ServerConfig, core_versions: Mapping[str, tuple[int, int]],
+                 voters: Callable[[], Mapping[int, Endpoint]],
+                 directories: Callable[[], Mapping[int, uuid.UUID]] = dict) -> None:
+        """`voters`: the voters' controller endpoints now (controller.quorum.voters, or the
+        latest voter set in the log of a dynamic quorum); `directories`: their directory ids
+        (KIP-853; none in a static quorum)."""
         self.config = config
+        self.voters = voters
+        self.directories = directories
         self.core: dict[str, int] = {}
         self.served: dict[str, tuple[int, int]] = {}
         for name, (key, low, high) in KAFKA_VERSIONS.items():
@@ -141,7 +155,7 @@ class RaftVersions:
         given: dict[str, Any] = {}
         if "node_endpoints" in fields:
             leader = _leader_of(answer)
-            endpoint = self.config.voters.get(leader) if name_leader else None
+            endpoint = self.voters().get(leader) if name_leader else None
             if endpoint is None or version < ENDPOINTS_SINCE.get(key, 0):
                 given["node_endpoints"] = []
             else:
@@ -149,8 +163,25 @@ class RaftVersions:
         if "nodes" in fields:  # DescribeQuorum v2: every voter
             listener = self.config["controller.listener.names"][0]
             given["nodes"] = [{"node_id": n, "listeners": [{"name": listener, "host": ep.host, "port": ep.port}]}
-                              for n, ep in sorted(self.config.voters.items())]
-        return convert(answer, cls, ABSENT[key], given)
+                              for n, ep in sorted(self.voters().items())]
+        converted = convert(answer, cls, ABSENT[key], given)
+        if key == DESCRIBE_QUORUM and version >= 2:
+            converted = self._with_directories(converted)
+        return converted
+
+    def _with_directories(self, answer: Any) -> Any:
+        """DescribeQuorum v2 names each voter's directory id, which the core's v1 lacks."""
+        directories = self.directories()
+        if not directories:
+            return answer
+
+        def voters(p: Any) -> Any:
+            states = tuple(replace(v, replica_directory_id=directories.get(v.replica_id, NO_DIRECTORY))
+                           for v in p.current_voters)
+            return replace(p, current_voters=states)
+
+        topics = tuple(replace(t, partitions=tuple(voters(p) for p in t.partitions)) for t in answer.topics)
+        return replace(answer, topics=topics)
 
 
 def _leader_of(answer: Any) -> int:

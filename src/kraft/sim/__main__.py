@@ -16,12 +16,12 @@ from collections import Counter
 
 from kraft.sim.simulation import INVARIANTS, MIXES, WORKLOADS, SimParams, Simulation, SimulationFailure
 
-Job = tuple[int, str, int, int, str, tuple[str, ...], bool]
+Job = tuple[int, str, int, int, str, tuple[str, ...], bool, bool]
 
 
 def run_one(args: Job) -> tuple[int, str, str | None, dict]:
-    seed, mix, voters, observers, workload, skipped, pre_vote = args
-    params = SimParams(voters=voters, observers=observers, pre_vote=pre_vote)
+    seed, mix, voters, observers, workload, skipped, pre_vote, membership = args
+    params = SimParams(voters=voters, observers=observers, pre_vote=pre_vote, membership=membership)
     checked = [name for name in INVARIANTS if name not in skipped]
     try:
         stats = Simulation(seed, mix, params, workload, invariants=checked).run()
@@ -43,6 +43,8 @@ def run_one(args: Job) -> tuple[int, str, str | None, dict]:
         "corruptions": stats.corruptions,
         "refused_starts": stats.refused_starts,
         "dropped": stats.dropped,
+        "voter_changes": stats.voter_changes,
+        "voter_changes_refused": stats.voter_changes_refused,
     }
 
 
@@ -62,13 +64,15 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"do not check this invariant (repeatable): one of {', '.join(INVARIANTS)}")
     parser.add_argument("--no-pre-vote", dest="pre_vote", action="store_false",
                         help="voters campaign without asking first (KIP-996 off), to compare")
+    parser.add_argument("--membership", action="store_true",
+                        help="a dynamic quorum (KIP-853): voters added and removed during the faults")
     args = parser.parse_args(argv)
     def workload(seed: int) -> str:
         return WORKLOADS[seed // len(MIXES) % len(WORKLOADS)] if args.workload == "both" else args.workload
 
     def job(seed: int) -> Job:
         mix = args.mix or MIXES[seed % len(MIXES)]
-        return seed, mix, args.voters, args.observers, workload(seed), tuple(args.skip), args.pre_vote
+        return seed, mix, args.voters, args.observers, workload(seed), tuple(args.skip), args.pre_vote, args.membership
 
     if args.seed is not None:
         jobs = [job(args.seed)]

@@ -187,6 +187,8 @@ class Faults:
     def _may_rot(self, node: SimNode) -> bool:
         """Observers may always lose their data; voters only while fewer than a minority did."""
         voters = self.cluster.voter_ids
+        if self.params.membership:  # whoever was a voter may be one again: at most one damaged disk, anywhere
+            return not any(n.damaged_at is not None for n in self.cluster.nodes.values())
         if node.node_id not in voters:
             return True
         damaged = sum(1 for v in voters if self.cluster.nodes[v].damaged_at is not None)

@@ -41,6 +41,8 @@ class Stats:
     dropped: int = 0
     delivered: int = 0
     epochs: int = 0  # the highest epoch any node reached: the epochs the run burned
+    voter_changes: int = 0  # AddRaftVoter / RemoveRaftVoter answered NONE (committed)
+    voter_changes_refused: int = 0  # answered with an error (not caught up, pending, not leader...)
     leaders: set[tuple[int, int]] = field(default_factory=set)
 
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import ClassVar, NoReturn, Protocol
 
 from kraft.raft import Role
+from kraft.raft.voters import VoterSet
 from kraft.records import iter_batches
 from kraft.sim.cluster import Cluster
 from kraft.sim.history import History, Violation
@@ -130,7 +131,8 @@ class MonotonicHighWatermark(Invariant):
         nodes = run.cluster.nodes.values()
         for node in nodes:
             core = node.core
-            if core is not None and core.is_leader and core.high_watermark is not None:
+            # A resigned leader's too: the step that committed its own removal (KIP-853) resigned it.
+            if core is not None and core.role in (Role.LEADER, Role.RESIGNED) and core.high_watermark is not None:
                 self._leaders_highest = max(self._leaders_highest, core.high_watermark)
         for node in nodes:
             core = node.core
@@ -148,26 +150,42 @@ class MonotonicHighWatermark(Invariant):
 
 
 class MajorityHoldsHighWatermark(Invariant):
+    """Checked when a leader moves its high watermark, against the voter set it moved it with:
+    an offset committed by a majority of one set stays committed when a voter is added (KIP-853:
+    any majority of the new set overlaps any of the old) before a majority of the new set holds
+    it. A high watermark a node already had (from its leader, or as the leader of an earlier
+    epoch) was checked where it was reached."""
+
     name = "majority-holds-high-watermark"
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, int], int] = {}  # (node, incarnation) -> its high watermark last step
 
     def step(self, run: RunView) -> None:
         cluster = run.cluster
-        for node in cluster.leaders():
-            hw = node.core.high_watermark if node.core is not None else None
-            if hw is None or hw <= node.log.start_offset:
+        for node in cluster.nodes.values():
+            core = node.core
+            if core is None or core.high_watermark is None:
                 continue
-            epoch_below = node.log.epoch_for_offset(hw - 1)
-            holders = [
-                v
-                for v in cluster.voter_ids
-                if (log := cluster.nodes[v].log).start_offset >= hw  # the offset is inside its snapshot
-                or (log.last_flushed_offset >= hw and log.epoch_for_offset(hw - 1) == epoch_below)
-            ]
-            if len(holders) < cluster.majority:
-                self.fail(
-                    f"leader {node.node_id} high watermark {hw}, but only voters {holders} hold offset "
-                    f"{hw - 1} (epoch {epoch_below}) on disk"
-                )
+            hw, key = core.high_watermark, (node.node_id, node.incarnation)
+            moved = hw > self._seen.get(key, -1)
+            self._seen[key] = hw
+            if moved and core.is_leader and hw > node.log.start_offset:
+                self._check(cluster, node, core.voters.latest, hw)
+
+    def _check(self, cluster: Cluster, node: SimNode, voters: VoterSet, hw: int) -> None:
+        epoch_below = node.log.epoch_for_offset(hw - 1)
+        holders = [
+            v
+            for v in voters.ids
+            if (log := cluster.nodes[v].log).start_offset >= hw  # the offset is inside its snapshot
+            or (log.last_flushed_offset >= hw and log.epoch_for_offset(hw - 1) == epoch_below)
+        ]
+        if len(holders) < voters.majority:
+            self.fail(
+                f"leader {node.node_id} high watermark {hw}, but only voters {holders} hold offset "
+                f"{hw - 1} (epoch {epoch_below}) on disk"
+            )
 
 
 # ---------------------------------------------------------------- logs and snapshots

@@ -18,6 +18,7 @@ from random import Random
 from typing import Protocol
 
 from kraft.raft import CommittedBatch, InvariantViolation, LeaderAndEpoch, RaftConfig, RaftCore, Reply, Send
+from kraft.raft.voters import VoterSet, write_bootstrap
 from kraft.sim.history import History, Violation
 from kraft.sim.network import Clock
 from kraft.storage import (
@@ -77,8 +78,10 @@ class SimNode:
         history: History,
         core_factory: CoreFactory = RaftCore,
         start: bool = True,
+        bootstrap: VoterSet | None = None,
     ) -> None:
         self.config = config
+        self.bootstrap = bootstrap  # KIP-853: every disk is formatted with these voters
         self.node_id = config.node_id
         self.seed = seed
         self.clock = clock
@@ -103,6 +106,11 @@ class SimNode:
         self.log = MemoryLog()
         self.store = MemoryQuorumStateStore()
         self.snapshots = MemorySnapshotStore()
+        # Formatted with the first voters once; a lost disk comes back formatted without them
+        # (Kafka's --no-initial-controllers): a node that believed the first voter set again
+        # could form a majority of it with another such node and elect a second leader.
+        if self.bootstrap is not None and self.disks == 1:
+            write_bootstrap(self.snapshots, self.bootstrap)
         self.machine: Machine = self.workload.machine(self)
         self.refused = self.damaged_at = None
 

@@ -14,6 +14,10 @@ class SimParams:
     quiet_ms: int = 2000  # no appends in the last part of the run
     snapshot_every_bytes: int = 2000  # the counter snapshots after this many committed bytes
     pre_vote: bool = True  # KIP-996; off only to measure what it saves
+    # KIP-853: the voters come from a bootstrap snapshot, and an operator adds and removes
+    # voters while the faults happen (the set moves between `voters` and `voters` + 1).
+    membership: bool = False
+    change_every_ms: int = 600
 
     @property
     def end_ms(self) -> int:

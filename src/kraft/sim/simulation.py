@@ -11,12 +11,19 @@ A failure names its invariant and prints the one command that replays it.
 import functools
 import logging
 import traceback
+import uuid
 from collections import deque
 from collections.abc import Collection
 from random import Random
 
+from kio.schema.errors import ErrorCode
+
 from kraft.raft import RaftConfig, RaftCore
-from kraft.sim.cluster import Cluster
+from kraft.raft import messages as m
+from kraft.raft.membership_messages import add_raft_voter_request, remove_raft_voter_request
+from kraft.raft.voters import VoterSet
+from kraft.records.control import Voter, VoterEndpoint
+from kraft.sim.cluster import OPERATOR, Cluster
 from kraft.sim.faults import MIXES, Faults
 from kraft.sim.history import History, Stats, Violation
 from kraft.sim.invariants import INVARIANTS, Invariant, build
@@ -51,6 +58,7 @@ def replay_command(
         f".venv/bin/python -m kraft.sim --seed {seed} --mix {mix} --workload {workload} "
         f"--voters {params.voters} --observers {params.observers}"
         + ("" if params.pre_vote else " --no-pre-vote")
+        + (" --membership" if params.membership else "")
         + "".join(f" --skip {name}" for name in skipped)
     )
 
@@ -86,10 +94,12 @@ class Simulation:
         ids = list(voters) + list(range(self.params.voters + 1, self.params.voters + self.params.observers + 1))
         self.cluster = Cluster(self.network, voters)
         self.faults = Faults(mix, self.params, fault_rng, self.clock, self.network, self.cluster, self.history)
+        bootstrap = VoterSet(tuple(Voter(v, uuid.UUID(int=v).bytes, (VoterEndpoint("CONTROLLER", "sim", v),), 0, 1)
+                                   for v in voters)) if self.params.membership else None
         for node_id in ids:
             config = RaftConfig(
                 node_id=node_id,
-                voters=voters,
+                voters=() if bootstrap is not None else voters,
                 cluster_id="sim",
                 election_timeout_ms=300,
                 election_backoff_max_ms=300,
@@ -100,11 +110,12 @@ class Simulation:
                 # here, so logs start past snapshots and replicas that fall behind fetch them.
                 max_retention_bytes=2000,
                 pre_vote=self.params.pre_vote,
+                bootstrap_servers=len(voters) if bootstrap is not None else 0,
             )
             late = mix == "late-join" and node_id in (voters[-1], ids[-1])
             node = SimNode(
                 config, seed=seed, clock=self.clock, rng=self.rng, transport=self.cluster, workload=self.workload,
-                history=self.history, core_factory=core_factory, start=not late,
+                history=self.history, core_factory=core_factory, start=not late, bootstrap=bootstrap,
             )
             self.cluster.nodes[node_id] = node
             if late:
@@ -125,6 +136,40 @@ class Simulation:
             return
         self.workload.client_step(self.cluster, self.history, self.rng)
         self.clock.at(self.clock.now + self.params.append_every_ms, self._client_append)
+
+    def _change_voters(self) -> None:
+        """An operator at work (KIP-853): asks the newest leader to add a caught-up observer
+        when the set has `voters` members, or to remove a random voter (perhaps the leader
+        itself) when it has one more. Refusals are expected (a change pending, a node lagging,
+        a leader that lost its majority) and counted; the invariants judge the rest."""
+        if self.clock.now >= self.params.fault_ms:
+            return
+        self.clock.at(self.clock.now + self.rng.randint(1, self.params.change_every_ms * 2), self._change_voters)
+        leaders = sorted(self.cluster.leaders(), key=lambda n: n.core.epoch if n.core is not None else -1)
+        if not leaders or leaders[-1].core is None:
+            return
+        leader, core = leaders[-1], leaders[-1].core
+        current = core.voters.latest
+        if len(current.voters) > self.params.voters:
+            victim = self.rng.choice(current.voters)
+            request: m.RaftRequest = remove_raft_voter_request("sim", victim.voter_id,
+                                                               uuid.UUID(bytes=victim.directory_id))
+        else:
+            others = [n for n in sorted(self.cluster.nodes) if current.get(n) is None]
+            if not others:
+                return
+            new = self.rng.choice(others)
+            request = add_raft_voter_request("sim", self.params.change_every_ms, new, uuid.UUID(int=new),
+                                             (VoterEndpoint("CONTROLLER", "sim", new),))
+        leader.step(lambda c, now: c.handle_request((OPERATOR, now), request, now))
+
+    def _count_operator_answers(self) -> None:
+        for _, response in self.cluster.operator_answers:
+            if response.error_code == ErrorCode.none:
+                self.history.stats.voter_changes += 1
+            else:
+                self.history.stats.voter_changes_refused += 1
+        self.cluster.operator_answers.clear()
 
     def _after_event(self) -> None:
         self.history.observe_leaders(
@@ -151,6 +196,8 @@ class Simulation:
         try:
             self.faults.schedule()
             self.clock.at(0, self._client_append)
+            if self.params.membership:
+                self.clock.at(500, self._change_voters)
             self.clock.run_until(self.params.end_ms, self._after_event)
             self.history.stats.epochs = max(
                 (state.epoch for n in self.cluster.nodes.values() if (state := n.store.read()) is not None), default=0)
@@ -164,6 +211,7 @@ class Simulation:
             raft_log.removeHandler(self.trace)
             raft_log.setLevel(level)
             raft_log.propagate = propagate
+        self._count_operator_answers()
         self.history.stats.dropped = self.network.dropped
         self.history.stats.delivered = self.network.delivered
         return self.history.stats

@@ -97,7 +97,10 @@ class CounterMachine:
 
     def handle_load_snapshot(self, reader: SnapshotReader) -> None:
         _snapshot_loaded(self.node, reader)
-        (record,) = list(reader.records())
+        records = list(reader.records())
+        if not records and reader.snapshot_id.end_offset == 0:
+            return  # the bootstrap snapshot (KIP-853): voters only, the state is the empty one
+        (record,) = records
         assert record.value is not None, "a counter snapshot is one record holding the state"
         self.count, self.applied, self.digest = _STATE.unpack(record.value)
         if self.applied != reader.snapshot_id.end_offset:

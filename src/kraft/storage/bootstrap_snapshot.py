@@ -22,14 +22,12 @@ from pathlib import Path
 
 from kraft.records import (
     KRaftVersionRecord,
-    SimpleRecord,
     SnapshotFooterRecord,
     SnapshotHeaderRecord,
     Voter,
     VotersRecord,
-    build_batch,
 )
-from kraft.records.control import ControlMessage, control_key, control_type_of, encode_control_value
+from kraft.records.control import ControlMessage, build_control_batch
 from kraft.storage import fsutil
 from kraft.storage.snapshot import SnapshotId, snapshot_file_name
 
@@ -39,9 +37,8 @@ KRAFT_VERSION_DYNAMIC = 1  # kraft.version 1: the voters are in the log (KIP-853
 
 
 def _control_batch(messages: Sequence[ControlMessage], base_offset: int, timestamp_ms: int) -> bytearray:
-    records = [SimpleRecord(control_key(control_type_of(m)), encode_control_value(m)) for m in messages]
-    return build_batch(records, base_offset=base_offset, partition_leader_epoch=BOOTSTRAP_SNAPSHOT_ID.epoch,
-                       timestamp=timestamp_ms, control=True)
+    return build_control_batch(*messages, base_offset=base_offset, partition_leader_epoch=BOOTSTRAP_SNAPSHOT_ID.epoch,
+                               timestamp=timestamp_ms)
 
 
 def bootstrap_snapshot_bytes(voters: Sequence[Voter], timestamp_ms: int) -> bytes:

@@ -10,11 +10,20 @@ are durable when they return.
 """
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 
-from kraft.records import LOG_OVERHEAD, BatchHeader, RecordError, assign_offsets, iter_batches
+from kraft.records import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    RecordBatch,
+    RecordError,
+    assign_offsets,
+    iter_batches,
+    read_batches,
+)
 from kraft.storage.epoch_cache import LeaderEpochCache
 from kraft.storage.errors import InvalidAppendError, OffsetOutOfRangeError, RecordTooLargeError
-from kraft.storage.types import LogAppendInfo, LogReadInfo, OffsetAndEpoch
+from kraft.storage.types import FileRegion, LogAppendInfo, LogReadInfo, OffsetAndEpoch
 
 # KafkaRaftClient's limit for one batch (MAX_BATCH_SIZE_BYTES).
 DEFAULT_MAX_BATCH_BYTES = 8 * 1024 * 1024
@@ -99,7 +108,7 @@ class ReplicatedLog(ABC):
         if epoch != latest:
             self._epochs.assign(epoch, headers[0].base_offset)
         self._write(buf, headers)
-        return LogAppendInfo(headers[0].base_offset, self.end_offset - 1, epoch)
+        return LogAppendInfo(headers[0].base_offset, self.end_offset - 1, epoch, _any_control(headers))
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Appends batches fetched from the leader exactly as they are.
@@ -127,7 +136,9 @@ class ReplicatedLog(ABC):
                 current = h.partition_leader_epoch
                 epochs.assign(current, h.base_offset)
         self._write(batches, headers)
-        return LogAppendInfo(headers[0].base_offset, self.end_offset - 1, headers[-1].partition_leader_epoch)
+        return LogAppendInfo(
+            headers[0].base_offset, self.end_offset - 1, headers[-1].partition_leader_epoch, _any_control(headers)
+        )
 
     def _check_sizes(self, headers: list[BatchHeader], total: int) -> None:
         """Refuses an empty append or one with a batch above max_batch_bytes (no batch can be if the whole is not)."""
@@ -155,6 +166,16 @@ class ReplicatedLog(ABC):
             raise OffsetOutOfRangeError(start_offset, self.start_offset, self.end_offset)
         limit = self.end_offset if upper_bound is None else min(upper_bound, self.end_offset)
         return self._read(start_offset, max_bytes, limit)
+
+    def control_batches(self, start_offset: int, chunk_bytes: int = 4 << 20) -> Iterator[RecordBatch]:
+        """The control batches from `start_offset` to the end, read chunk by chunk: the Raft
+        layer's own records (KIP-853's voter sets) are among them, replayed once at start."""
+        offset = max(start_offset, self.start_offset)
+        while offset < self.end_offset:
+            info = self.read(offset, chunk_bytes)
+            data = info.data.read() if isinstance(info.data, FileRegion) else info.data
+            yield from (b for b in read_batches(data) if b.header.is_control)
+            offset = info.next_offset
 
     @abstractmethod
     def _read(self, start_offset: int, max_bytes: int, limit: int) -> LogReadInfo:
@@ -234,3 +255,7 @@ class ReplicatedLog(ABC):
 
     def close(self, flush: bool = True) -> None:  # noqa: B027 - a log in memory has nothing to release
         """Releases files; the log is unusable afterwards. `flush=False` writes nothing more."""
+
+
+def _any_control(headers: list[BatchHeader]) -> bool:
+    return any(h.is_control for h in headers)

@@ -209,6 +209,19 @@ class SnapshotReader:
             if not h.is_control:
                 yield RecordBatch(h, self._view[h.position : h.position + h.size])
 
+    def raft_messages(self) -> list[ControlMessage]:
+        """The Raft layer's own records (KIP-853's KRaftVersion and Voters, in the header's batch
+        as Kafka writes them, or in any control batch): what only the core reads."""
+        found: list[ControlMessage] = []
+        for h in self._walk():
+            if h.is_control:
+                try:
+                    records = RecordBatch(h, self._view[h.position : h.position + h.size]).records()
+                    found.extend(decode_control_record(r) for r in records)
+                except RecordError as e:
+                    raise self._corrupt(e, h.position) from None
+        return [m for m in found if not isinstance(m, SnapshotHeaderRecord | SnapshotFooterRecord)]
+
     def records(self) -> Iterator[Record]:
         """The state machine's records, decoded batch by batch."""
         for batch in self.batches():
@@ -330,6 +343,7 @@ class SnapshotWriter(_PartWriter):
         *,
         records_per_batch: int = DEFAULT_RECORDS_PER_BATCH,
         compression: Compression = Compression.NONE,
+        raft_records: Sequence[ControlMessage] = (),
     ) -> None:
         super().__init__(part)
         self.last_contained_log_timestamp = last_contained_log_timestamp
@@ -340,19 +354,21 @@ class SnapshotWriter(_PartWriter):
         try:
             if records_per_batch < 1:
                 raise ValueError(f"records_per_batch must be at least 1, got {records_per_batch}")
-            self._part.write(self._control_batch(SnapshotHeaderRecord(last_contained_log_timestamp)))
+            # KIP-853's kraft.version and voter set go in the header's batch, as Kafka writes them.
+            header = SnapshotHeaderRecord(last_contained_log_timestamp)
+            self._part.write(self._control_batch(header, *raft_records))
         except BaseException:
             self.abort()
             raise
 
-    def _control_batch(self, message: SnapshotHeaderRecord | SnapshotFooterRecord) -> bytearray:
+    def _control_batch(self, *messages: ControlMessage) -> bytearray:
         batch = build_control_batch(
-            message,
+            *messages,
             base_offset=self._next_offset,
             partition_leader_epoch=self.snapshot_id.epoch,
             timestamp=self.last_contained_log_timestamp,
         )
-        self._next_offset += 1
+        self._next_offset += len(messages)
         return batch
 
     def _data_batch(self, records: Sequence[SimpleRecord | tuple]) -> bytearray:

@@ -22,9 +22,10 @@ import logging
 import mmap
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 
-from kraft.records import Compression
+from kraft.records import Compression, ControlMessage
 from kraft.storage import fsutil
 from kraft.storage.errors import SnapshotError, SnapshotNotFoundError
 from kraft.storage.log import ReplicatedLog
@@ -76,13 +77,16 @@ class SnapshotStore(ABC):
         *,
         records_per_batch: int = DEFAULT_RECORDS_PER_BATCH,
         compression: Compression = Compression.NONE,
+        raft_records: Sequence[ControlMessage] = (),
     ) -> SnapshotWriter:
-        """A writer for the state machine's snapshot at `snapshot_id` (header already written)."""
+        """A writer for the state machine's snapshot at `snapshot_id` (header already written,
+        and the Raft layer's `raft_records` after it)."""
         return SnapshotWriter(
             self._start(snapshot_id),
             last_contained_log_timestamp,
             records_per_batch=records_per_batch,
             compression=compression,
+            raft_records=raft_records,
         )
 
     write_behind = False  # whether a fetched chunk is written by a background thread

@@ -29,6 +29,7 @@ class LogAppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     epoch: int
+    control: bool = False  # a control batch among them (the Raft layer reads those: KIP-853)
 
 
 class SharedFd:

@@ -1,0 +1,102 @@
+"""Adding and removing voters at the leader: KIP-853's AddRaftVoter and RemoveRaftVoter.
+
+Kafka's checks, in Kafka's order: the cluster id; this replica leads; no change is waiting
+(REQUEST_TIMED_OUT: one at a time); a high watermark in this epoch (REQUEST_TIMED_OUT: the
+previous epochs' changes are not fenced yet); kraft.version 1 (UNSUPPORTED_VERSION: a static
+quorum cannot change); the latest voter set committed (REQUEST_TIMED_OUT); then the API's own:
+an added voter must be new (DUPLICATE_VOTER) and caught up as an observer within a fetch
+timeout (REQUEST_TIMED_OUT, "lagging"); a removed one must be in the set with that directory id
+(VOTER_NOT_FOUND), and the set must keep a voter.
+
+Kafka asks the new voter for ApiVersions to learn its kraft.version range; kraft takes the
+range every kraft node has (0 to 1), and the new voter's fetching, which the caught-up check
+already requires, shows it is there.
+
+The change is one VotersRecord appended at once; the answer waits for it to commit, or for
+the request's timeout (REQUEST_TIMED_OUT; the record stays and may still commit). A leader
+that removed itself resigns once the removal is committed, as Kafka's does.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kraft.raft.leader import LeaderState
+from kraft.raft.membership_messages import (
+    AddRaftVoterRequest,
+    MembershipRequest,
+    MembershipResponse,
+    request_directory_id,
+    request_endpoints,
+    response_for,
+)
+from kraft.raft.voters import KRAFT_VERSION_DYNAMIC, Voters, VoterSet
+from kraft.records.control import Voter
+
+KRAFT_VERSIONS_SUPPORTED = (0, KRAFT_VERSION_DYNAMIC)
+
+
+@dataclass
+class PendingChange:
+    """A voter change appended at `offset`, its request waiting for the commit."""
+
+    request: MembershipRequest
+    handle: Any
+    offset: int
+    deadline: int
+    removes_leader: bool
+
+    def answer(self, error: ErrorCode, message: str | None = None) -> MembershipResponse:
+        return response_for(self.request, error, message)
+
+
+def refusal(
+    request: MembershipRequest,
+    voters: Voters,
+    progress: LeaderState,
+    pending: PendingChange | None,
+    high_watermark: int | None,
+    fetch_timeout_ms: int,
+    now: int,
+) -> tuple[ErrorCode, str] | None:
+    """Why the leader cannot make this change now (None: it can). The cluster id and the
+    leadership are the caller's to check first."""
+    if pending is not None:
+        return ErrorCode.request_timed_out, "waiting for the previous voter change to commit"
+    if high_watermark is None:
+        return ErrorCode.request_timed_out, "the leader has no high watermark in its epoch yet"
+    if voters.kraft_version < KRAFT_VERSION_DYNAMIC:
+        return ErrorCode.unsupported_version, (
+            f"kraft.version is {voters.kraft_version}: the voters are controller.quorum.voters, which cannot "
+            "change (format with --standalone or --initial-controllers for a dynamic quorum)")
+    if voters.latest_offset >= high_watermark:
+        return ErrorCode.request_timed_out, f"the voter change at offset {voters.latest_offset} is not committed yet"
+    latest = voters.latest
+    if isinstance(request, AddRaftVoterRequest):
+        if latest.get(request.voter_id) is not None:
+            return ErrorCode.duplicate_voter, f"node {request.voter_id} is already a voter in {list(latest.ids)}"
+        if not request.listeners:
+            return ErrorCode.invalid_request, f"no endpoints given for node {request.voter_id}"
+        state = progress.observer_progress.get(request.voter_id)
+        if state is None or state.last_caught_up_ms < now - fetch_timeout_ms:
+            return ErrorCode.request_timed_out, (
+                f"node {request.voter_id} is lagging behind: it must fetch as an observer and catch up first")
+        return None
+    voter = latest.get(request.voter_id)
+    if voter is None or voter.directory_id != request_directory_id(request).bytes:
+        return ErrorCode.voter_not_found, (
+            f"no voter {request.voter_id} with directory id {request.voter_directory_id} in {list(latest.ids)}")
+    if len(latest.voters) == 1:
+        return ErrorCode.invalid_request, f"node {request.voter_id} is the only voter"
+    return None
+
+
+def changed_set(request: MembershipRequest, latest: VoterSet) -> VoterSet:
+    """The voter set after the change `refusal` allowed."""
+    if isinstance(request, AddRaftVoterRequest):
+        low, high = KRAFT_VERSIONS_SUPPORTED
+        return latest.with_voter(Voter(request.voter_id, request_directory_id(request).bytes,
+                                       request_endpoints(request), low, high))
+    return latest.without(request.voter_id)
+

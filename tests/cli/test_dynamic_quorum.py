@@ -1,0 +1,97 @@
+"""A dynamic quorum (KIP-853) of real node processes, as an operator builds one with Kafka's
+commands: node 1 formatted --standalone, nodes 2 and 3 with --no-initial-controllers, which
+find the leader through controller.quorum.bootstrap.servers, fetch as observers and are
+added with `metadata-quorum add-controller` once caught up; then one is removed."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from kraft.cli.local_cluster import LOCAL_DEFAULTS, free_port
+from kraft.storage.meta_properties import kafka_text, random_cluster_id, read_directory_id
+
+
+def kraft(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kraft.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def until(check, timeout: float = 60.0, what: str = "condition"):
+    """Polls `check` (returns a value or None) until it gives a value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_dynamic_quorum_grows_and_shrinks_through_the_commands(tmp_path):
+    cluster_id = random_cluster_id()
+    ports = {n: (free_port(), free_port(), free_port()) for n in (1, 2, 3)}  # controller, client, metrics
+    bootstrap = f"127.0.0.1:{ports[1][0]}"
+    configs, processes = {}, {}
+    for n, (controller, client, metrics) in ports.items():
+        props = {"node.id": n, "process.roles": "broker,controller",
+                 "controller.quorum.bootstrap.servers": bootstrap,
+                 "listeners": f"CONTROLLER://127.0.0.1:{controller},PLAINTEXT://127.0.0.1:{client}",
+                 "controller.listener.names": "CONTROLLER", "metadata.log.dir": tmp_path / f"data-{n}",
+                 "kraft.metrics.port": metrics, **LOCAL_DEFAULTS}
+        configs[n] = tmp_path / f"node-{n}.properties"
+        configs[n].write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        flag = "--standalone" if n == 1 else "--no-initial-controllers"
+        formatted = kraft("storage", "format", "-t", cluster_id, "-c", str(configs[n]), flag)
+        assert formatted.returncode == 0, formatted.stderr
+    directories = {n: kafka_text(read_directory_id(tmp_path / f"data-{n}")) for n in ports}
+    try:
+        for n in ports:
+            log = open(tmp_path / f"node-{n}.log", "ab")
+            processes[n] = subprocess.Popen([sys.executable, "-m", "kraft.cli", "server", "start", str(configs[n])],
+                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        quorum = ("metadata-quorum", "--bootstrap-controller", bootstrap)
+
+        def status() -> str | None:
+            out = kraft(*quorum, "describe", "--status")
+            return out.stdout if out.returncode == 0 else None
+
+        first = until(status, what="node 1 leading its one-voter quorum")
+        assert f'"id": 1, "directoryId": "{directories[1]}"' in first
+
+        for n in (2, 3):
+            def added(n: int = n) -> str | None:
+                out = kraft(*quorum, "--command-config", str(configs[n]), "add-controller")
+                if out.returncode == 0:
+                    return out.stdout
+                # Refused while the new controller has not caught up as an observer.
+                assert "REQUEST_TIMED_OUT" in out.stderr, out.stderr
+                return None
+
+            assert until(added, what=f"node {n} added") == (
+                f"Added controller {n} with directory id {directories[n]} and endpoints: "
+                f"CONTROLLER://127.0.0.1:{ports[n][0]}\n")
+
+        replication = kraft(*quorum, "describe", "--replication").stdout.splitlines()
+        rows = [[c.strip() for c in line.split("\t")[:-1]] for line in replication]
+        assert rows[0][:2] == ["NodeId", "DirectoryId"]
+        assert sorted((r[0], r[1]) for r in rows[1:] if r[-1] in ("Leader", "Follower")) == [
+            (str(n), directories[n]) for n in (1, 2, 3)]
+
+        duplicate = kraft(*quorum, "--command-config", str(configs[2]), "add-controller")
+        assert duplicate.returncode == 1 and "DUPLICATE_VOTER" in duplicate.stderr
+
+        removed = kraft(*quorum, "remove-controller", "--controller-id", "3", "--controller-directory-id",
+                        directories[3])
+        assert removed.returncode == 0 and removed.stdout == (
+            f"Removed KRaft controller 3 with directory id {directories[3]}\n"), removed.stderr
+        gone = kraft(*quorum, "remove-controller", "-i", "3", "-d", directories[3])
+        assert gone.returncode == 1 and "VOTER_NOT_FOUND" in gone.stderr
+        voters = until(lambda: (s := status()) and '"id": 3' not in s.split("CurrentObservers")[0] and s,
+                       what="node 3 out of the voters")
+        assert f'"id": 2, "directoryId": "{directories[2]}"' in voters
+    finally:
+        for process in processes.values():
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

@@ -1,0 +1,169 @@
+"""A dynamic quorum (KIP-853) on hand-driven cores: the voter set is the latest VotersRecord
+in the log or the snapshot it starts from, AddRaftVoter and RemoveRaftVoter change it one
+voter at a time with Kafka's checks, and the answer waits for the commit."""
+
+import uuid
+from datetime import timedelta
+
+from kio.schema.errors import ErrorCode
+
+from kraft.raft import Role
+from kraft.raft import messages as m
+from kraft.raft.membership_messages import (
+    AddRaftVoterRequest,
+    RemoveRaftVoterRequest,
+    add_raft_voter_request,
+    remove_raft_voter_request,
+)
+from kraft.raft.voters import Voters, VoterSet, write_bootstrap
+from kraft.records.control import KRaftVersionRecord, Voter, VoterEndpoint
+from kraft.storage import MemoryLog, MemorySnapshotStore
+from tests.raft.conftest import Node
+
+
+def voter(node_id: int) -> Voter:
+    return Voter(node_id, uuid.UUID(int=node_id).bytes, (VoterEndpoint("CONTROLLER", "localhost", 9000 + node_id),), 0, 1)
+
+
+def formatted(*ids: int) -> MemorySnapshotStore:
+    store = MemorySnapshotStore()
+    write_bootstrap(store, VoterSet(tuple(voter(i) for i in ids)))
+    return store
+
+
+def add(node_id: int, timeout_ms: int = 5000) -> AddRaftVoterRequest:
+    return add_raft_voter_request("c", timeout_ms, node_id, uuid.UUID(int=node_id),
+                                  (VoterEndpoint("CONTROLLER", "localhost", 9000 + node_id),))
+
+
+def remove(node_id: int, directory: int | None = None) -> RemoveRaftVoterRequest:
+    return remove_raft_voter_request("c", node_id, uuid.UUID(int=node_id if directory is None else directory))
+
+
+def standalone_leader() -> Node:
+    """Node 1 formatted --standalone: the only voter, so it elects itself at once."""
+    node = Node(node_id=1, voters=(), snapshots=formatted(1))
+    node.advance(5000)
+    node.flush()
+    assert node.core.role == Role.LEADER and node.core.voters.ids == (1,)
+    return node
+
+
+def leader_with_voter_2() -> Node:
+    """The standalone leader, with node 2 added and the change committed."""
+    node = standalone_leader()
+    caught_up(node, 2)
+    node.request(add(2), handle="add")
+    node.flush()
+    fetch(node, 2, node.core.log.end_offset, node.core.epoch)
+    return node
+
+
+def fetch(node: Node, replica: int, offset: int, epoch: int):
+    request = m.fetch_request("c", replica, node.core.epoch, offset, epoch, 0, 0, 1 << 20)
+    return node.request(request, handle=("fetch", replica, offset))
+
+
+def caught_up(node: Node, replica: int) -> None:
+    """The replica fetches as an observer up to the leader's end."""
+    fetch(node, replica, node.core.log.end_offset, node.core.epoch)
+
+
+def test_a_static_quorum_cannot_change_its_voters():
+    node = Node(node_id=1, voters=(1,))
+    node.advance(5000)
+    node.flush()
+    assert node.core.role == Role.LEADER
+    answer = node.request(add(2))
+    assert answer.error_code == ErrorCode.unsupported_version and "controller.quorum.voters" in answer.error_message
+    assert node.request(remove(1)).error_code == ErrorCode.unsupported_version
+
+
+def test_the_voters_come_from_the_bootstrap_snapshot():
+    node = Node(node_id=2, voters=(), snapshots=formatted(1, 2, 3))
+    assert node.core.voters.ids == (1, 2, 3) and node.core.is_voter and node.core.voters.kraft_version == 1
+    observer = Node(node_id=4, voters=(), snapshots=formatted(1, 2, 3))
+    assert not observer.core.is_voter
+
+
+def test_an_observer_is_added_once_caught_up_and_the_answer_waits_for_the_commit():
+    node = standalone_leader()
+    lagging = node.request(add(2))
+    assert lagging.error_code == ErrorCode.request_timed_out and "lagging" in lagging.error_message
+    caught_up(node, 2)
+    assert node.request(add(2), handle="add") is None  # appended, not committed: a majority of {1, 2} is both
+    assert node.core.voters.ids == (1, 2)  # counts at once, committed or not
+    node.flush()
+    assert node.core.high_watermark is not None and node.core.high_watermark <= node.core.voters.latest_offset
+    busy = node.request(add(3))
+    assert busy.error_code == ErrorCode.request_timed_out and "previous voter change" in busy.error_message
+    fetch(node, 2, node.core.log.end_offset, node.core.epoch)  # node 2 now holds the change: committed
+    replies = [o for o in node.outbox() if getattr(o, "handle", None) == "add"]
+    assert [r.response.error_code for r in replies] == [ErrorCode.none]
+    assert node.request(add(2)).error_code == ErrorCode.duplicate_voter
+
+
+def test_removing_needs_the_directory_id_and_the_leader_that_removes_itself_resigns_once_committed():
+    node = leader_with_voter_2()
+    wrong = node.request(remove(2, directory=99))
+    assert wrong.error_code == ErrorCode.voter_not_found
+    assert node.request(remove(1), handle="remove") is None
+    assert node.core.voters.ids == (2,) and node.core.role == Role.LEADER  # leads until the removal commits
+    node.flush()
+    fetch(node, 2, node.core.log.end_offset, node.core.epoch)  # the new set {2} holds it: committed
+    replies = [o for o in node.outbox() if getattr(o, "handle", None) == "remove"]
+    assert [r.response.error_code for r in replies] == [ErrorCode.none]
+    assert node.core.role == Role.RESIGNED and not node.core.is_voter
+    node.advance(10_000)  # its election timer runs out: not a voter, it observes instead of campaigning
+    assert node.core.role == Role.UNATTACHED and node.core.state.election_deadline is None
+
+
+def test_a_voter_change_not_committed_in_time_is_answered_request_timed_out():
+    node = standalone_leader()
+    caught_up(node, 2)
+    node.request(add(2, timeout_ms=300), handle="add")
+    node.flush()
+    node.advance(301)
+    replies = [o for o in node.outbox() if getattr(o, "handle", None) == "add"]
+    assert [r.response.error_code for r in replies] == [ErrorCode.request_timed_out]
+
+
+def test_the_voter_set_survives_a_restart_and_goes_into_snapshots():
+    node = leader_with_voter_2()
+    end = node.core.voters.latest_offset + 1
+    sid = node.core.create_snapshot(node.core.snapshot_id_at(end), 0).freeze()
+    node.restart()  # the log start is still 0: replayed from the log's control batches
+    assert node.core.voters.ids == (1, 2)
+    assert [type(r).__name__ for r in node.snapshots.open_reader(sid).raft_messages()] == [
+        "KRaftVersionRecord", "VotersRecord"]
+    fresh = Node(node_id=3, voters=(), snapshots=MemorySnapshotStore(), log=MemoryLog())
+    raw = node.snapshots.open_reader(sid)
+    copy = fresh.snapshots.create_raw_writer(sid)
+    copy.append(0, bytes(raw.read_chunk(0, raw.size)))
+    copy.validate(raw.size)
+    copy.freeze()
+    fresh.log.truncate_fully_and_start_at(sid.end_offset, sid.epoch)
+    fresh.restart()
+    assert fresh.core.voters.ids == (1, 2) and fresh.core.voters.latest.get(2).endpoints[0].port == 9002
+
+
+def test_the_set_in_force_is_the_latest_at_or_below_an_offset_and_truncation_undoes_changes():
+    voters = Voters(None)
+    assert voters.ids == () and voters.is_dynamic  # no controller.quorum.voters: it learns them from the log
+    voters.restart(1, [KRaftVersionRecord(1), VoterSet((voter(1),)).record()])
+    voters.observe(10, VoterSet((voter(1), voter(2))).record())
+    voters.observe(20, VoterSet((voter(1), voter(2), voter(3))).record())
+    assert voters.at(9).ids == (1,) and voters.at(10).ids == (1, 2) and voters.latest.ids == (1, 2, 3)
+    assert voters.records_at(15) == (KRaftVersionRecord(1), VoterSet((voter(1), voter(2))).record())
+    voters.truncate(20)  # the log now ends at 20: the change at 20 is gone
+    assert voters.ids == (1, 2) and voters.latest_offset == 10
+    voters.forget_before(15)  # the log starts at 15: the set at 10 is still the one in force there
+    assert voters.at(15).ids == (1, 2)
+    static = Voters(VoterSet.static((1, 2, 3)))
+    assert static.ids == (1, 2, 3) and not static.is_dynamic and static.records_at(100) == ()
+
+
+def test_requests_carry_the_directory_id_and_timeout_as_kafka_sends_them():
+    request = add(7, timeout_ms=1234)
+    assert request.timeout == timedelta(milliseconds=1234) and request.voter_directory_id == uuid.UUID(int=7)
+    assert [(e.name, e.host, e.port) for e in request.listeners] == [("CONTROLLER", "localhost", 9007)]

@@ -12,8 +12,12 @@ from kraft.raft import messages as m
 from kraft.raft.membership_messages import (
     AddRaftVoterRequest,
     RemoveRaftVoterRequest,
+    UpdateRaftVoterRequest,
     add_raft_voter_request,
     remove_raft_voter_request,
+    request_endpoints,
+    update_raft_voter_request,
+    update_raft_voter_response,
 )
 from kraft.raft.voters import Voters, VoterSet, write_bootstrap
 from kraft.records.control import KRaftVersionRecord, Voter, VoterEndpoint
@@ -167,3 +171,37 @@ def test_requests_carry_the_directory_id_and_timeout_as_kafka_sends_them():
     request = add(7, timeout_ms=1234)
     assert request.timeout == timedelta(milliseconds=1234) and request.voter_directory_id == uuid.UUID(int=7)
     assert [(e.name, e.host, e.port) for e in request.listeners] == [("CONTROLLER", "localhost", 9007)]
+
+
+def update(node_id: int, epoch: int, port: int, versions: tuple[int, int] = (0, 1)) -> UpdateRaftVoterRequest:
+    return update_raft_voter_request("c", epoch, node_id, uuid.UUID(int=node_id),
+                                     (VoterEndpoint("CONTROLLER", "localhost", port),), versions)
+
+
+def test_a_voter_updates_its_endpoints_at_once_and_by_kafkas_rules():
+    node = leader_with_voter_2()
+    epoch = node.core.epoch
+    assert node.request(update(2, epoch - 1, 7777)).error_code == ErrorCode.fenced_leader_epoch
+    assert node.request(update(3, epoch, 7777)).error_code == ErrorCode.voter_not_found
+    assert node.request(update(2, epoch, 7777, versions=(0, 0))).error_code == ErrorCode.invalid_request
+    answer = node.request(update(2, epoch, 7777))
+    assert answer.error_code == ErrorCode.none and answer.current_leader.leader_id == 1  # not waiting for the commit
+    assert node.core.voters.latest.get(2).endpoints == (VoterEndpoint("CONTROLLER", "localhost", 7777),)
+    assert node.core.voters.ids == (1, 2)
+    assert node.request(update(2, epoch, 7778)).error_code == ErrorCode.request_timed_out  # one change at a time
+
+
+def test_a_follower_whose_entry_names_other_endpoints_asks_its_leader_once():
+    moved = (VoterEndpoint("CONTROLLER", "localhost", 7777),)
+    follower = Node(node_id=2, voters=(), snapshots=formatted(1, 2), endpoints=moved,
+                    directory_id=uuid.UUID(int=2).bytes)
+    follower.request(m.begin_quorum_request("c", 1, 1))
+    (first,) = follower.sends(m.FetchRequest)
+    answer = m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=0, log_start_offset=0)
+    follower.core.handle_response(first.request_id, answer, follower.now)
+    (asked,) = follower.sends(UpdateRaftVoterRequest)
+    assert asked.destination == 1 and request_endpoints(asked.request) == moved
+    assert asked.request.current_leader_epoch == 1
+    follower.core.handle_response(asked.request_id, update_raft_voter_response(ErrorCode.none, leader_id=1,
+                                                                               leader_epoch=1), follower.now)
+    assert [type(s.request) for s in follower.sends()] == [m.FetchRequest]  # fetching again; asked once

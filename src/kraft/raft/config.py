@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass
 
+from kraft.records.control import VoterEndpoint
+
 
 @dataclass(frozen=True)
 class RaftConfig:
@@ -31,6 +33,10 @@ class RaftConfig:
     # controller.quorum.bootstrap.servers: how many. A replica that knows no voter asks them
     # for the leader, as destinations -2, -3, ... (Kafka numbers them so too).
     bootstrap_servers: int = 0
+    # KIP-853: this replica's log directory id and the controller endpoints it is reached at
+    # (none: unknown, so it never asks its leader to update its entry in the voter set).
+    directory_id: bytes | None = None
+    endpoints: tuple[VoterEndpoint, ...] = ()
 
     def __post_init__(self) -> None:
         if len(set(self.voters)) != len(self.voters):

@@ -27,6 +27,7 @@ disk; the leader counts its own log only up to its flushed end.
 """
 
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from random import Random
 from typing import Any
@@ -377,11 +378,32 @@ class RaftCore:
             return
         if not self.outbox.can_send(leader_id, now):
             return
-        if follower.download is not None:
+        if self._outdated_entry(follower):
+            follower.voter_updated = True
+            mine = self.config.endpoints
+            update = membership_messages.update_raft_voter_request(
+                self.config.cluster_id, self.epoch, self.node_id, uuid.UUID(bytes=self.config.directory_id or bytes(16)),
+                mine, membership.KRAFT_VERSIONS_SUPPORTED)
+            log.info("node %d: asking leader %d to record its endpoints %s", self.node_id, leader_id,
+                     [f"{e.name}://{e.host}:{e.port}" for e in mine])
+            self.outbox.send(leader_id, update, now)
+        elif follower.download is not None:
             request = follower.download.request(self.config.cluster_id, self.epoch, self.config.snapshot_response_max_bytes)
             self.outbox.send(leader_id, request, now)
         elif not self.wants_flush:  # fetch only from a flushed log: the offset we report must be on disk
             self.outbox.send(leader_id, self._fetch_request(), now)
+
+    def _outdated_entry(self, follower: Follower) -> bool:
+        """KIP-853: this voter's entry in the committed voter set names other endpoints than it
+        is reached at (it moved, or was added with others): it tells its leader once, as Kafka's
+        voters do after a restart."""
+        config, voters = self.config, self.voters
+        if follower.voter_updated or not follower.fetched or not config.endpoints or config.directory_id is None:
+            return False
+        mine = voters.latest.get(self.node_id)
+        hw = self.high_watermark if self.high_watermark is not None else 0
+        return (mine is not None and mine.directory_id == config.directory_id and voters.latest_offset < hw
+                and voters.kraft_version >= 1 and mine.endpoints != config.endpoints)
 
     def _poll_observer_discovery(self, now: int) -> None:
         """An observer that knows no leader asks a random voter; any answer names the leader."""
@@ -483,30 +505,44 @@ class RaftCore:
 
     # ================================================================ voter changes (KIP-853)
 
+    def _membership_answer(self, request: m.MembershipRequest, error: ErrorCode,
+                           message: str | None = None) -> m.MembershipResponse:
+        if isinstance(request, membership_messages.UpdateRaftVoterRequest):  # names the leader instead
+            return membership_messages.update_raft_voter_response(error, leader_id=self.quorum.leader_field,
+                                                                  leader_epoch=self.epoch)
+        return response_for(request, error, message)
+
     def _on_membership_request(self, handle: Any, request: m.MembershipRequest, now: int) -> None:
         if not self.gate.cluster_ok(request):
-            return self._reply(handle, response_for(request, ErrorCode.inconsistent_cluster_id))
+            return self._reply(handle, self._membership_answer(request, ErrorCode.inconsistent_cluster_id))
+        updating = isinstance(request, membership_messages.UpdateRaftVoterRequest)
+        if isinstance(request, membership_messages.UpdateRaftVoterRequest):  # to its leader: fenced, as Fetch is
+            fenced = self._validate_leader_epoch(request.current_leader_epoch)
+            if fenced != ErrorCode.none:
+                return self._reply(handle, self._membership_answer(request, fenced))
         leader = self.state
         if not isinstance(leader, Leader):
-            return self._reply(handle, response_for(
+            return self._reply(handle, self._membership_answer(
                 request, ErrorCode.not_leader_or_follower,
                 f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})"))
         why = membership.refusal(request, self.voters, leader.progress, leader.voter_change, self.high_watermark,
                                  self.config.fetch_timeout_ms, now)
         if why is not None:
-            return self._reply(handle, response_for(request, *why))
+            return self._reply(handle, self._membership_answer(request, *why))
         changed = membership.changed_set(request, self.voters.latest)
         if leader.appends.count:
             self._drain(leader, now)  # what was appended before the change stays before it
         offset = self.log.end_offset
         self.log.append_as_leader(build_control_batch(changed.record(), timestamp=now), self.epoch)
         self.voters.observe(offset, changed.record())
+        log.info("node %d: voters %s -> %s at offset %d", self.node_id, list(self.voters.at(offset - 1).ids),
+                 list(changed.ids), offset)
+        if updating:  # answered at once, as Kafka does: the voter's endpoints changed, not the majority
+            return self._reply(handle, self._membership_answer(request, ErrorCode.none))
         timeout_ms = int(request.timeout.total_seconds() * 1000) if hasattr(request, "timeout") else 0
         deadline = now + (timeout_ms if timeout_ms > 0 else self.config.request_timeout_ms)
         leader.voter_change = membership.PendingChange(request, handle, offset, deadline,
                                                        removes_leader=not changed.get(self.node_id))
-        log.info("node %d: voters %s -> %s at offset %d", self.node_id, list(self.voters.at(offset - 1).ids),
-                 list(changed.ids), offset)
 
     def _voters_changed(self, now: int) -> None:
         """The latest voter set changed (appended, truncated away or loaded from a snapshot)."""
@@ -673,6 +709,15 @@ class RaftCore:
             follower.download.abort("a new snapshot was named")
         follower.download = SnapshotDownload.start(self.snapshots, sid, self.node_id, self.leader_id)
 
+    def _on_update_voter_response(self, source: int, response: m.MembershipResponse, now: int) -> None:
+        """Refused (a change pending, a new leader...): asked again at the next chance."""
+        follower = self.state
+        if response.error_code != ErrorCode.none and isinstance(follower, Follower) and source == self.leader_id:
+            self.gate.once(("update voter", response.error_code), logging.INFO, "node %d: leader %d did not record "
+                           "its endpoints (%s); asking again", self.node_id, source, response.error_code.name)
+            follower.voter_updated = False
+            self.outbox.back_off(source, now)
+
     def _on_fetch_snapshot_response(self, source: int, response: m.FetchSnapshotResponse, now: int) -> None:
         p = m.partition_of(response)
         if response.error_code != ErrorCode.none or p is None:
@@ -725,6 +770,7 @@ class RaftCore:
         m.DescribeQuorumRequest: _on_describe_quorum_request,
         membership_messages.AddRaftVoterRequest: _on_membership_request,
         membership_messages.RemoveRaftVoterRequest: _on_membership_request,
+        membership_messages.UpdateRaftVoterRequest: _on_membership_request,
     }
     _response_handlers: dict[type, Callable] = {
         m.VoteResponse: _on_vote_response,
@@ -732,4 +778,5 @@ class RaftCore:
         m.EndQuorumEpochResponse: lambda core, *args: core.announcements.on_end_response(*args),
         m.FetchResponse: _on_fetch_response,
         m.FetchSnapshotResponse: _on_fetch_snapshot_response,
+        membership_messages.UpdateRaftVoterResponse: _on_update_voter_response,
     }

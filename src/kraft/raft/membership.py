@@ -1,4 +1,4 @@
-"""Adding and removing voters at the leader: KIP-853's AddRaftVoter and RemoveRaftVoter.
+"""Changing the voters at the leader: KIP-853's AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter.
 
 Kafka's checks, in Kafka's order: the cluster id; this replica leads; no change is waiting
 (REQUEST_TIMED_OUT: one at a time); a high watermark in this epoch (REQUEST_TIMED_OUT: the
@@ -15,6 +15,10 @@ already requires, shows it is there.
 The change is one VotersRecord appended at once; the answer waits for it to commit, or for
 the request's timeout (REQUEST_TIMED_OUT; the record stays and may still commit). A leader
 that removed itself resigns once the removal is committed, as Kafka's does.
+
+UpdateRaftVoter is a voter telling its leader its endpoints and kraft.version range, when
+they differ from the voter set's (a controller moved, or was formatted with other listeners):
+the same one-at-a-time checks, then the voter's entry replaced; answered at once, as Kafka does.
 """
 
 from dataclasses import dataclass
@@ -27,8 +31,10 @@ from kraft.raft.membership_messages import (
     AddRaftVoterRequest,
     MembershipRequest,
     MembershipResponse,
+    UpdateRaftVoterRequest,
     request_directory_id,
     request_endpoints,
+    request_kraft_versions,
     response_for,
 )
 from kraft.raft.voters import KRAFT_VERSION_DYNAMIC, Voters, VoterSet
@@ -87,6 +93,12 @@ def refusal(
     if voter is None or voter.directory_id != request_directory_id(request).bytes:
         return ErrorCode.voter_not_found, (
             f"no voter {request.voter_id} with directory id {request.voter_directory_id} in {list(latest.ids)}")
+    if isinstance(request, UpdateRaftVoterRequest):
+        low, high = request_kraft_versions(request)
+        if not request.listeners or not low <= voters.kraft_version <= high:
+            return ErrorCode.invalid_request, (
+                f"node {request.voter_id} must give its endpoints and support kraft.version {voters.kraft_version}")
+        return None
     if len(latest.voters) == 1:
         return ErrorCode.invalid_request, f"node {request.voter_id} is the only voter"
     return None
@@ -98,5 +110,9 @@ def changed_set(request: MembershipRequest, latest: VoterSet) -> VoterSet:
         low, high = KRAFT_VERSIONS_SUPPORTED
         return latest.with_voter(Voter(request.voter_id, request_directory_id(request).bytes,
                                        request_endpoints(request), low, high))
+    if isinstance(request, UpdateRaftVoterRequest):
+        low, high = request_kraft_versions(request)
+        return latest.without(request.voter_id).with_voter(Voter(
+            request.voter_id, request_directory_id(request).bytes, request_endpoints(request), low, high))
     return latest.without(request.voter_id)
 

@@ -112,6 +112,7 @@ class Follower:
     fetched: bool = False
     leader_start_offset: int = 0  # the leader's log start offset, as its last Fetch answer gave it
     download: SnapshotDownload | None = None
+    voter_updated: bool = False  # KIP-853: UpdateRaftVoter sent to this leader (once each)
     role = Role.FOLLOWER
 
     def deadlines(self, now: int) -> list[int]:

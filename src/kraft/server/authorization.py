@@ -35,7 +35,7 @@ from kraft.raft.messages import METADATA_TOPIC
 from kraft.security.acl import CLUSTER_NAME, Acl, AclOperation, Authorizer, ResourceType
 from kraft.server.config import ServerConfig
 
-CLUSTER_ACTION_APIS = frozenset((52, 53, 54, 1, 59, 62, 63, 58))  # Raft RPCs, broker lifecycle, Envelope
+CLUSTER_ACTION_APIS = frozenset((52, 53, 54, 1, 59, 82, 62, 63, 58))  # Raft RPCs, broker lifecycle, Envelope
 ALTER_CLUSTER_APIS = frozenset((80, 81))  # AddRaftVoter, RemoveRaftVoter: an operator's, as in Kafka
 DESCRIBE_CLUSTER_APIS = frozenset((55, 60))  # DescribeQuorum, DescribeCluster
 FETCH_SNAPSHOT = 59

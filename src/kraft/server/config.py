@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kraft.protocol.limits import INT32_MAX, ListenerLimits
+from kraft.records.control import VoterEndpoint
 from kraft.security.jaas import JaasEntry
 from kraft.security.tls import TlsConfigError, TlsSettings
 from kraft.server import security_config as sec
@@ -324,6 +325,21 @@ class ServerConfig:
         """listener.name.<listener>.<mechanism>.sasl.jaas.config, parsed, if given."""
         entry: JaasEntry | None = self.values.get(LISTENER_OVERRIDES, {}).get((listener, mechanism + sec.JAAS_SUFFIX))
         return entry
+
+    def own_controller_endpoints(self) -> tuple[VoterEndpoint, ...]:
+        """Where other controllers reach this one, by listener name, as a voter set records it
+        (KIP-853); none if a controller listener is advertised without a host, which only the
+        operator can name (--initial-controllers may give one the listener does not)."""
+        found = []
+        for name in self["controller.listener.names"]:
+            listener = self.listener(name)
+            if listener is None:
+                continue
+            endpoint = self.advertised(listener)
+            if endpoint.host in ("", "0.0.0.0"):
+                return ()
+            found.append(VoterEndpoint(name, endpoint.host, endpoint.port))
+        return tuple(found)
 
     @property
     def controller_listener_name(self) -> str:

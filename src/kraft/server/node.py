@@ -52,7 +52,7 @@ from kraft.storage import (
     LogReadInfo,
 )
 from kraft.storage.dirlock import DirectoryLock
-from kraft.storage.meta_properties import StorageNotFormattedError, read_meta_properties
+from kraft.storage.meta_properties import StorageNotFormattedError, read_directory_id, read_meta_properties
 
 log = logging.getLogger("kraft.server")
 T = TypeVar("T")
@@ -79,6 +79,7 @@ RAFT_APIS = {
     "DescribeQuorum": (55, 1),
     "AddRaftVoter": (80, 0),  # KIP-853
     "RemoveRaftVoter": (81, 0),
+    "UpdateRaftVoter": (82, 0),
 }
 
 
@@ -95,6 +96,7 @@ class KraftNode:
         self._lock = DirectoryLock(config.log_dir).acquire()
         try:
             cluster_id, node_id = read_meta_properties(config.log_dir)
+            self.directory_id = read_directory_id(config.log_dir)  # KIP-853's; older formats have none
             if node_id != config.node_id:
                 raise StorageNotFormattedError(
                     f"{config.log_dir} belongs to node {node_id}, but node.id is {config.node_id}"
@@ -172,6 +174,8 @@ class KraftNode:
             node_id=c.node_id,
             voters=tuple(sorted(c.voters)),
             bootstrap_servers=len(c.bootstrap_servers),
+            directory_id=self.directory_id.bytes if self.directory_id is not None else None,
+            endpoints=c.own_controller_endpoints(),
             cluster_id=self.cluster_id,
             election_timeout_ms=c["controller.quorum.election.timeout.ms"],
             election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],

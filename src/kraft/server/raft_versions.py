@@ -43,7 +43,7 @@ from kraft.raft import messages as m
 from kraft.server.config import Endpoint, ServerConfig
 
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE_QUORUM = 52, 53, 54, 1, 59, 55
-ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 80, 81
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, UPDATE_RAFT_VOTER = 80, 81, 82
 
 # The versions Kafka 4.x's controller listener serves, by the names RAFT_APIS uses.
 KAFKA_VERSIONS: dict[str, tuple[int, int, int]] = {
@@ -55,10 +55,12 @@ KAFKA_VERSIONS: dict[str, tuple[int, int, int]] = {
     "DescribeQuorum": (DESCRIBE_QUORUM, 0, 2),
     "AddRaftVoter": (ADD_RAFT_VOTER, 0, 1),  # v1: AckWhenCommitted; the core always answers once committed
     "RemoveRaftVoter": (REMOVE_RAFT_VOTER, 0, 0),
+    "UpdateRaftVoter": (UPDATE_RAFT_VOTER, 0, 0),
 }
 
 # The RPCs kraft nodes send each other: the controller listener serves them, and only it.
-PEER_RPCS = ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot", "AddRaftVoter", "RemoveRaftVoter")
+PEER_RPCS = ("Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "Fetch", "FetchSnapshot", "AddRaftVoter", "RemoveRaftVoter",
+             "UpdateRaftVoter")
 
 # The zero directory id (Kafka's absent value) as kio holds it: it reads zero as None, and
 # writes None as zero, or leaves a tagged field out, as Kafka leaves out a default.
@@ -84,6 +86,7 @@ ABSENT: dict[int, dict[str, Any]] = {
     DESCRIBE_QUORUM: {"error_message": None, "replica_directory_id": NO_DIRECTORY},
     ADD_RAFT_VOTER: {},
     REMOVE_RAFT_VOTER: {},
+    UPDATE_RAFT_VOTER: {},
 }
 
 # Request fields that change what the core must do, so a version holding one is served only

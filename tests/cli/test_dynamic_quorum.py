@@ -60,9 +60,11 @@ def test_a_dynamic_quorum_grows_and_shrinks_through_the_commands(tmp_path):
         first = until(status, what="node 1 leading its one-voter quorum")
         assert f'"id": 1, "directoryId": "{directories[1]}"' in first
 
+        # node 3 through node 2's client listener, which forwards to the leader as a Kafka broker does
+        via = {2: quorum, 3: ("metadata-quorum", "--bootstrap-server", f"127.0.0.1:{ports[2][1]}")}
         for n in (2, 3):
             def added(n: int = n) -> str | None:
-                out = kraft(*quorum, "--command-config", str(configs[n]), "add-controller")
+                out = kraft(*via[n], "--command-config", str(configs[n]), "add-controller")
                 if out.returncode == 0:
                     return out.stdout
                 # Refused while the new controller has not caught up as an observer.

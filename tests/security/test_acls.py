@@ -4,6 +4,7 @@ is allowed and refused through a forwarding node, and a rogue client that logged
 controller listener is refused every Raft and broker-lifecycle API."""
 
 import asyncio
+import uuid
 
 import pytest
 
@@ -12,6 +13,8 @@ from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.connection import ClientLogin
 from kraft.raft import messages as m
+from kraft.raft.membership_messages import add_raft_voter_request, remove_raft_voter_request, update_raft_voter_request
+from kraft.records.control import VoterEndpoint
 from kraft.security.acl import Acl, AclFilter, AclOperation, Authorizer, ResourceType
 from kraft.security.acl import AclPermissionType as Permission
 from kraft.security.acl import PatternType as Pattern
@@ -119,11 +122,24 @@ def test_a_rogue_login_on_the_controller_listener_is_refused_every_cluster_api(a
             "broker_id": 1, "broker_epoch": 0, "current_metadata_offset": 0, "want_fence": True,
             "want_shut_down": True, "offline_log_dirs": []}),
         "Envelope": build_request(58, 0, {"request_data": b"", "request_principal": b"", "client_host_address": b""}),
+        "UpdateRaftVoter": update_raft_voter_request(cluster_id, epoch, 3, uuid.UUID(int=3),
+                                                     (VoterEndpoint("CONTROLLER", "evil", 1),), (0, 1)),
+    }
+    # AddRaftVoter and RemoveRaftVoter need ALTER on the cluster, on either listener (a broker
+    # forwards them under its own login, so its client listener checks the caller first).
+    changes = {
+        "AddRaftVoter": add_raft_voter_request(cluster_id, 1000, 9, uuid.UUID(int=9),
+                                               (VoterEndpoint("CONTROLLER", "evil", 1),)),
+        "RemoveRaftVoter": remove_raft_voter_request(cluster_id, 3, uuid.UUID(int=0)),
     }
     port = cluster.nodes[1].controller_port
     for name, request in rogue.items():
         answer = asyncio.run(ask(port, request, login=login("mallory")))
         assert answer.error_code == ErrorCode.cluster_authorization_failed, name
+    for name, request in changes.items():
+        for listener in (port, cluster.nodes[2].client_port):
+            answer = asyncio.run(ask(listener, request, login=login("mallory")))
+            assert answer.error_code == ErrorCode.cluster_authorization_failed, (name, listener)
     # The node's own login is a super user's: it is served.
     answer = asyncio.run(ask(port, m.describe_quorum_request(), login=login("node")))
     assert answer.topics[0].partitions[0].leader_epoch == epoch  # the rogue requests changed nothing

@@ -23,6 +23,7 @@ Two places check, as in Kafka:
 """
 
 import dataclasses
+import typing
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -49,7 +50,13 @@ def acl_of(record: Any) -> Acl:
 
 def top_level_refusal(api_key: int, version: int, error: ErrorCode, message: str) -> Any:
     """The API's answer with only its top-level error set (arrays empty, ids -1)."""
-    cls = response_class(api_key, version)
+    return _blank(response_class(api_key, version), error, message)
+
+
+def _blank(cls: Any, error: ErrorCode, message: str) -> Any:
+    """`cls` with the error and message set, and every other required field empty (a nested
+    struct, such as UpdateRaftVoter's CurrentLeader, blank in turn)."""
+    hints = typing.get_type_hints(cls)
     data: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -70,6 +77,8 @@ def top_level_refusal(api_key: int, version: int, error: ErrorCode, message: str
             data[f.name] = -1
         elif kind == "bytes":
             data[f.name] = b""
+        elif dataclasses.is_dataclass(hints.get(f.name)):
+            data[f.name] = _blank(hints[f.name], error, message)
         else:
             data[f.name] = ()  # an array of structs
     return cls(**data)
@@ -115,6 +124,8 @@ class Authorization:
         key = header.request_api_key
         if key in DESCRIBE_CLUSTER_APIS:
             return self._cluster(header, AclOperation.DESCRIBE)
+        if key in ALTER_CLUSTER_APIS:  # forwarded under the node's own login: checked here first
+            return self._cluster(header, AclOperation.ALTER)
         if key == FETCH_SNAPSHOT and not self.allowed(AclOperation.READ, ResourceType.TOPIC, METADATA_TOPIC):
             return top_level_refusal(key, header.request_api_version, ErrorCode.topic_authorization_failed, REFUSED)
         return None

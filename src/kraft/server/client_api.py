@@ -13,7 +13,10 @@ NodeContext (context.py).
 import dataclasses
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kraft.protocol import KafkaServer
+from kraft.raft.membership_messages import AddRaftVoterRequest, MembershipRequest, response_for
 from kraft.server.admin import AdminApi
 from kraft.server.broker import BrokerLifecycle
 from kraft.server.client_reads import ClientReads
@@ -38,6 +41,8 @@ class ClientApi:
     def register(self, server: KafkaServer) -> None:
         self.versions.register(server, "DescribeQuorum", self.describe_quorum)
         self.versions.register(server, "FetchSnapshot", self.fetch_snapshot, name_leader=False)
+        self.versions.register(server, "AddRaftVoter", self.change_voters)
+        self.versions.register(server, "RemoveRaftVoter", self.change_voters)
         self.forwarding.register(server)
         self.admin.register_reads(server)
         self.reads.register(server)
@@ -86,6 +91,20 @@ class ClientApi:
             except (ConnectionError, TimeoutError, OSError):
                 pass  # this node's own answer names the leader it knows
         return await self.node.handle_raft_request(header, request)
+
+    async def change_voters(self, header: Any, request: MembershipRequest) -> Any:
+        """AddRaftVoter and RemoveRaftVoter on the client listener: Kafka's brokers forward
+        them to the controller (`kafka-metadata-quorum --bootstrap-server`), once the caller
+        passed this listener's check (ALTER on the cluster, authorization.py)."""
+        timeout_s = self.node.config["controller.quorum.request.timeout.ms"] / 1000
+        if isinstance(request, AddRaftVoterRequest):
+            timeout_s = max(timeout_s, request.timeout.total_seconds())
+        if self.node.is_leader:
+            return await self.node.handle_raft_request(header, request)
+        try:
+            return await self.forwarding.ask_leader(request, timeout_s + 1)
+        except (ConnectionError, TimeoutError, OSError) as e:
+            return response_for(request, ErrorCode.request_timed_out, f"the controller could not be asked: {e}")
 
     async def fetch_snapshot(self, header: Any, request: Any) -> Any:
         """The core's answer, fenced by the leader epoch as on the controller listener; on this

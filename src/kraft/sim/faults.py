@@ -98,11 +98,13 @@ class Faults:
         self.clock.at(p.fault_ms, self._heal)
 
     def start_empty(self, node: SimNode) -> None:
-        """Starts a node that has nothing (it joins late, or lost its disk). If the leader
-        holds a snapshot by then, the node must catch up by fetching it (KIP-630: a fetch
-        at offset 0 is answered with the latest snapshot): catch-up-by-snapshot checks it."""
+        """Starts a node that has nothing (it joins late, or lost its disk). If the leader's
+        log starts past offset 0 by then, the node must catch up by fetching a snapshot
+        (KIP-630: a fetch at offset 0 is answered with the latest snapshot):
+        catch-up-by-snapshot checks it. (A leader holding only a dynamic quorum's bootstrap
+        snapshot, (0, 0), still has offset 0 in its log.)"""
         if not node.alive and any(
-            n.core is not None and n.core.is_leader and n.snapshots.latest() is not None
+            n.core is not None and n.core.is_leader and n.log.start_offset > 0
             for n in self.cluster.nodes.values()
         ):
             self.history.stats.empty_starts += 1

@@ -32,7 +32,7 @@ class Stats:
     resignations: int = 0
     snapshots: int = 0
     snapshots_fetched: int = 0  # snapshots a running node loaded on the leader's word
-    empty_starts: int = 0  # nodes started with nothing while the leader held a snapshot
+    empty_starts: int = 0  # nodes started with nothing while the leader's log started past offset 0
     torn_writes: int = 0  # crashes that kept some of the unflushed batches, or part of one
     torn_batches: int = 0  # of those, the crashes that left part of a batch
     torn_tails_cut: int = 0  # restarts whose recovery cut a torn batch

@@ -28,6 +28,7 @@ from kio.schema.vote.v2 import response as vote_resp
 from kio.static.primitive import i32, i32Timedelta, i64
 
 from kraft.raft.membership_messages import (
+    NO_DIRECTORY,
     MembershipRequest,
     MembershipResponse,
 )
@@ -36,7 +37,6 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
 METADATA_PARTITION = 0
 NO_LEADER = -1
-NO_DIRECTORY = uuid.UUID(int=0)  # a static quorum's replicas have no directory id (KIP-853)
 
 # kio declares its fields with phantom types (i32, i64, BrokerId, TopicName, i32Timedelta): at run
 # time a plain int in range already is an i32, and kio's constructors take it as it is. Converting

@@ -15,11 +15,11 @@ Kafka's rules, kept here and nowhere else:
 * One change at a time: the leader refuses another while the latest one is uncommitted.
 """
 
-import uuid
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kraft.raft import membership_messages
 from kraft.records import RecordBatch, read_batches
 from kraft.records.control import (
     ControlMessage,
@@ -32,7 +32,7 @@ from kraft.records.control import (
 from kraft.storage import SnapshotId, SnapshotStore
 from kraft.storage.bootstrap_snapshot import BOOTSTRAP_SNAPSHOT_ID, KRAFT_VERSION_DYNAMIC
 
-NO_DIRECTORY = uuid.UUID(int=0).bytes  # a static voter's directory id: none known
+NO_DIRECTORY = membership_messages.NO_DIRECTORY.bytes  # a static voter's directory id: none known
 KRAFT_VERSION_STATIC = 0
 
 

@@ -115,7 +115,7 @@ def single(message: Any) -> tuple[Any, Any] | None:
     return topics[0], topics[0].partitions[0]
 
 
-def named(message: Any) -> tuple[str | uuid.UUID, int] | None:
+def named(message: Any) -> tuple[Any, int] | None:
     """(topic name, or its id in Fetch; partition index) of the one partition a message names."""
     found = single(message)
     if found is None:

@@ -42,7 +42,7 @@ from kraft.server.client_api import ClientApi
 from kraft.server.config import Endpoint, ServerConfig
 from kraft.server.listener_security import ControllerConnector, controller_connector, listener_security
 from kraft.server.metrics import NodeMetrics
-from kraft.server.partition_driver import FATAL, PartitionDriver
+from kraft.server.partition_driver import FATAL, PartitionDriver, logging_as
 from kraft.server.peers import Peers
 from kraft.server.raft_versions import PEER_RPCS, RaftVersions
 from kraft.storage import FileLog, FileQuorumStateStore, FileSnapshotStore, LogReadInfo
@@ -179,13 +179,14 @@ class KraftNode:
             max_retention_ms=c["metadata.max.retention.ms"],
         )
 
-    def _open_log(self, directory: Path) -> FileLog:
+    def _open_log(self, directory: Path, checkpoint_dir: Path | None = None) -> FileLog:
         c = self.config
         return FileLog(
             directory,
             segment_bytes=c["metadata.log.segment.bytes"],
             segment_ms=c["metadata.log.segment.ms"],
             recovery_point_interval_ms=c["log.flush.offset.checkpoint.interval.ms"],
+            checkpoint_dir=checkpoint_dir,
         )
 
     def _snapshot_policy(self) -> SnapshotPolicy:
@@ -225,11 +226,12 @@ class KraftNode:
         base = replace(self.raft_config(), directory_id=None, endpoints=(), bootstrap_servers=0)
         for p in range(c["offsets.topic.num.partitions"]):
             directory = c.log_dir / f"{OFFSETS_TOPIC}-{p}"
+            where = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, p)
             coordinator = GroupCoordinator(p, groups, self._snapshot_policy(), rng=Random())
-            log_ = self._open_log(directory)
-            core = RaftCore(replace(base, partition=m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, p)),
-                            log_, FileQuorumStateStore(directory), Random(), self.now(), coordinator,
-                            FileSnapshotStore(directory))
+            with logging_as(where):  # opening the log and the quorum state may log a recovery
+                log_ = self._open_log(directory, checkpoint_dir=directory)  # the log dir's are the metadata log's
+                core = RaftCore(replace(base, partition=where), log_, FileQuorumStateStore(directory), Random(),
+                                self.now(), coordinator, FileSnapshotStore(directory))
             coordinator.core = core
             self.coordinators[p] = coordinator
             self.offsets[p] = PartitionDriver(self, core, log_, coordinator)

@@ -20,9 +20,11 @@ disk is shared, and a node that serves some partitions of a failing disk would h
 """
 
 import asyncio
+import contextvars
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 from kraft.groups import GroupRecordError
@@ -44,6 +46,21 @@ T = TypeVar("T")
 # record that does not decode), or the core finding its own rules broken. The core is
 # sans-IO, so an OSError out of a step can only come from the storage it was handed.
 FATAL = (InvariantViolation, OSError, CorruptLogError, CorruptSnapshotError, ReplayError, GroupRecordError)
+
+# The partition whose step is running: the core's log lines ("node 1: elected leader of
+# epoch 3") do not name it, so the node's log handler adds it (kraft.cli.server_cmd).
+LOG_PARTITION: contextvars.ContextVar[str] = contextvars.ContextVar("kraft_partition", default=str(m.METADATA))
+
+
+@contextmanager
+def logging_as(partition: m.LogPartition) -> Iterator[None]:
+    """Log lines written meanwhile are this partition's."""
+    token = LOG_PARTITION.set(str(partition))
+    try:
+        yield
+    finally:
+        LOG_PARTITION.reset(token)
+
 
 class SnapshotJob(Protocol):
     """A state machine's snapshot being written: `run` on a worker thread."""
@@ -120,15 +137,16 @@ class PartitionDriver:
             return None
         core = self.core
         started = time.perf_counter()
-        try:
-            result = action(core, self.host.now())
-        except FATAL as e:
-            self.host.fail(e)
-            return None
-        try:
-            self._after_step(core)
-        except FATAL as e:
-            self.host.fail(e)
+        with logging_as(self.partition):
+            try:
+                result = action(core, self.host.now())
+            except FATAL as e:
+                self.host.fail(e)
+                return None
+            try:
+                self._after_step(core)
+            except FATAL as e:
+                self.host.fail(e)
         if self.timed is not None:
             self.timed(core, time.perf_counter() - started)
         return result

@@ -1,12 +1,15 @@
 """Consumer groups on a real cluster: three node processes, each replicating
 `__consumer_offsets-0..2` as Raft logs of their own beside the metadata log, and Kafka's
-own clients (kafka-python, and librdkafka through confluent-kafka) consuming
+own clients (kafka-python, librdkafka through confluent-kafka, and kafkajs) consuming
 `__cluster_metadata` with a group over real TCP: finding the coordinator, joining,
 committing with the leader epoch of the last record consumed (KIP-320), a second member
 of the group resuming where the first committed, and the committed offset surviving the
 loss of the node that led its partition.
 """
 
+import json
+import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from kraft.server.node import OFFSETS_TOPIC_ID
 from ..server.cluster_helpers import wait_for
 
 TOPIC = "__cluster_metadata"
+KAFKAJS = Path(__file__).with_name("kafkajs_group.js")
 GROUPS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
 
 
@@ -177,3 +181,17 @@ def test_a_committed_offset_survives_the_loss_of_its_partitions_leader(tmp_path:
             after.close()
     finally:
         cluster.stop()
+
+
+def test_kafkajs_group_commits_and_a_second_member_resumes(cluster):
+    node_binary = shutil.which("node")
+    assert node_binary, "Node.js is needed for kafkajs (make test installs it and kafkajs: see the Makefile)"
+    run = subprocess.run([node_binary, str(KAFKAJS), cluster.bootstrap_servers(), "kafkajs-group"],
+                         capture_output=True, text=True, timeout=300, cwd=KAFKAJS.parents[2])
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    committed = out["first"]["offset"] + 1
+    [topic] = out["committed"]
+    assert topic["topic"] == TOPIC
+    assert [(p["partition"], int(p["offset"])) for p in topic["partitions"]] == [(0, committed)]
+    assert out["second"]["offset"] == committed, "the second member starts at the committed offset"

@@ -70,11 +70,11 @@ def consume_some(consumer: Any, deadline_s: float = 60) -> list[Any]:
 
 def test_every_node_replicates_each_offsets_partition_as_a_raft_log(cluster):
     for p in range(3):
-        wait_for(lambda p=p: offsets_quorum(cluster, p) is not None, timeout=60,
-                 what=f"a leader of {OFFSETS_TOPIC}-{p}")
+        # A leader, and its LeaderChange record committed by the followers' fetches.
+        wait_for(lambda p=p: (q := offsets_quorum(cluster, p)) is not None and q.high_watermark >= 1, timeout=60,
+                 what=f"a leader of {OFFSETS_TOPIC}-{p} with a high watermark")
         quorum = offsets_quorum(cluster, p)
         assert sorted(v.replica_id for v in quorum.current_voters) == [1, 2, 3]
-        assert quorum.high_watermark >= 1  # its leader's LeaderChange record, committed
         for node in cluster.nodes.values():
             directory = node.data_dir / f"{OFFSETS_TOPIC}-{p}"
             assert (directory / "quorum-state").is_file() and list(directory.glob("*.log"))

@@ -109,7 +109,7 @@ def test_an_answer_whose_records_do_not_commit_in_time_times_out():
     coordinator, log = leader(auto_commit=False)
     loner = Client(log)
     commit = loner.commit(0, {("t", 0): (1, 1)}, generation=-1)
-    assert coordinator.next_deadline() == coordinator.config.commit_timeout_ms
+    assert coordinator.next_deadline(0) == coordinator.config.commit_timeout_ms
     log.step(lambda c, t: None, coordinator.config.commit_timeout_ms)
     with pytest.raises(CoordinatorError) as timed_out:
         done(commit)

@@ -407,3 +407,22 @@ def test_a_log_dir_checkpoint_that_does_not_parse_is_named_and_not_believed(path
 def test_a_directory_not_named_topic_partition_is_refused(tmp_path):
     with pytest.raises(ValueError, match="<topic>-<partition>"):
         FileLog(tmp_path / "metadata")
+
+
+def test_a_second_partition_in_the_log_dir_keeps_its_own_offset_checkpoints(path):
+    """The log dir's checkpoints hold one partition each: a __consumer_offsets partition
+    beside the metadata one keeps its own in its directory, and neither overwrites the
+    other's recovery point (which would make a fsynced log look torn, or a torn one fsynced)."""
+    metadata = FileLog(path)
+    offsets_dir = path.parent / "__consumer_offsets-1"
+    offsets = FileLog(offsets_dir, checkpoint_dir=offsets_dir)
+    fill(metadata, batches=3)
+    fill(offsets, batches=1)
+    assert (metadata.flush(), offsets.flush()) == (9, 3)
+    rp = "recovery-point-offset-checkpoint"
+    assert read_offset_checkpoint(path.parent / rp, "__cluster_metadata", 0) == 9
+    assert read_offset_checkpoint(offsets_dir / rp, "__consumer_offsets", 1) == 3
+    assert read_offset_checkpoint(path.parent / rp, "__consumer_offsets", 1) is None
+    metadata.close()
+    offsets.close()
+    assert (FileLog(path).end_offset, FileLog(offsets_dir, checkpoint_dir=offsets_dir).end_offset) == (9, 3)

@@ -17,8 +17,10 @@ from kraft.controller.bootstrap import write_bootstrap
 from kraft.controller.quorum_controller import BOOTSTRAP_METADATA_VERSION, BOOTSTRAP_RELEASE
 from kraft.metadata.image import METADATA_VERSION
 from kraft.metadata.records import FeatureLevelRecord
+from kraft.raft.messages import METADATA
 from kraft.server.config import ConfigError, read_config, unused_keys_warning
 from kraft.server.node import KraftNode
+from kraft.server.partition_driver import LOG_PARTITION
 from kraft.storage import StorageError
 from kraft.storage.bootstrap_snapshot import write_bootstrap_snapshot
 from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock
@@ -51,6 +53,7 @@ class JsonLogFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "node": self.node_id,
+            "partition": getattr(record, "partition", LOG_PARTITION.get()),
             "logger": record.name,
             "message": record.getMessage(),
             "event": str(record.msg),
@@ -61,6 +64,15 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+def _name_the_partition(record: logging.LogRecord) -> bool:
+    """Which partition's step wrote the line (the Raft core's lines do not say): in the text
+    line only when it is not the metadata partition, so those lines read as they always did."""
+    partition = LOG_PARTITION.get()
+    record.partition = partition
+    record.where = "" if partition == str(METADATA) else f" {partition}"
+    return True
+
+
 def configure_logging(node_id: int | str) -> None:
     """One line per event. By default for people: time, level, node, component, what
     happened in words. With KRAFT_LOG_FORMAT=json, the same events as JSON objects."""
@@ -68,9 +80,10 @@ def configure_logging(node_id: int | str) -> None:
     if choice not in ("text", "json"):
         raise ConfigError(f"{LOG_FORMAT_ENV}: {choice!r} is not text or json")
     handler = logging.StreamHandler(sys.stdout)
+    handler.addFilter(_name_the_partition)
     handler.setFormatter(
         JsonLogFormatter(node_id) if choice == "json"
-        else logging.Formatter(f"%(asctime)s %(levelname)s [node {node_id}] %(name)s: %(message)s")
+        else logging.Formatter(f"%(asctime)s %(levelname)s [node {node_id}%(where)s] %(name)s: %(message)s")
     )
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 

@@ -1,9 +1,9 @@
 """Consumer groups: Kafka's group coordinator as a state machine on a Raft log.
 
-Each `__consumer_offsets` partition is meant to be a Raft log of its own; the coordinator
-of a partition is that log's listener and, on its leader, serves the groups that hash to
+Each `__consumer_offsets` partition is a Raft log of its own (server/node.py runs them);
+the coordinator of a partition is that log's listener and, on its leader, serves the groups that hash to
 it (Kafka's records, Kafka's classic protocol, committed offsets with their leader epoch).
-Its place among the layers, and what is left to wire: docs/architecture.md, "Consumer
+Its place among the layers, its wiring and what is left: docs/architecture.md, "Consumer
 groups (`groups/`)".
 """
 

@@ -21,7 +21,7 @@ ids come from a seeded random source, so a test replays exactly.
 The node's part (the interface the wiring must provide, as node.py provides the
 controller's): create the core of the partition with this coordinator as its listener and
 set `coordinator.core`; run each operation and `poll(now)` inside a step of that core
-(after every step, as `controller.poll`); arm a timer for `next_deadline()`; start
+(after every step, as `controller.poll`); arm a timer for `next_deadline(now)`; start
 `start_snapshot(now)`'s job on a worker thread and call `finish_snapshot(job, error)` on the
 core's thread; treat GroupRecordError from a commit as fatal, as ReplayError.
 """
@@ -291,8 +291,9 @@ class GroupCoordinator:
                 ErrorCode.request_timed_out,
                 f"{self.name}: the records were not committed within {self.config.commit_timeout_ms} ms"))
 
-    def next_deadline(self) -> int | None:
-        """When `poll` next has something to do (None: nothing planned)."""
+    def next_deadline(self, now: int) -> int | None:
+        """When `poll` next has something to do (None: nothing planned). `now` is not needed
+        here; the node's driver asks every state machine so (the controller's idle NoOp)."""
         deadlines = [d for d in (self.membership.next_deadline(), self._held[0][0] if self._held else None)
                      if d is not None]
         return min(deadlines, default=None)

@@ -39,7 +39,8 @@ class Announcements:
         if now < leader.next_begin_quorum:
             return
         leader.next_begin_quorum = now + leader.begin_quorum_interval_ms
-        request = m.begin_quorum_request(self.config.cluster_id, self.node_id, self.quorum.epoch)
+        request = m.begin_quorum_request(self.config.cluster_id, self.node_id, self.quorum.epoch,
+                                         where=self.config.partition)
         for voter in self.voters.ids:
             if voter != self.node_id and self.outbox.can_send(voter, now):
                 self.outbox.send(voter, request, now)
@@ -49,7 +50,7 @@ class Announcements:
         for voter in self.voters.ids:
             if voter not in resigned.end_quorum_acked and self.outbox.can_send(voter, now):
                 request = m.end_quorum_request(self.config.cluster_id, self.node_id, self.quorum.epoch,
-                                               resigned.successors)
+                                               resigned.successors, where=self.config.partition)
                 self.outbox.send(voter, request, now)
 
     # ---------------------------------------------------------------- requests
@@ -58,7 +59,7 @@ class Announcements:
                  response: Callable[..., m.RaftResponse]) -> Any:
         """The checks both requests share. Returns the partition, or None once an error has
         been answered (with `response`, the API's own builder)."""
-        p = m.partition_of(request)
+        p = m.partition_of(request, self.config.partition)
         if not self.gate.cluster_ok(request):
             error, top = ErrorCode.none, ErrorCode.inconsistent_cluster_id
         elif p is None:
@@ -68,7 +69,8 @@ class Announcements:
             if refusal is None:
                 return p
             error, top = refusal, ErrorCode.none
-        self.outbox.reply(handle, response(error, self.quorum.leader_field, self.quorum.epoch, top))
+        self.outbox.reply(handle, response(error, self.quorum.leader_field, self.quorum.epoch, top,
+                                           where=self.config.partition))
         return None
 
     def on_begin_request(self, handle: Any, request: m.BeginQuorumEpochRequest, now: int) -> None:
@@ -78,7 +80,8 @@ class Announcements:
             return
         if p.leader_epoch > quorum.epoch or quorum.leader_id != p.leader_id:
             quorum.become_follower(p.leader_epoch, p.leader_id, now)
-        self.outbox.reply(handle, m.begin_quorum_response(ErrorCode.none, quorum.leader_field, quorum.epoch))
+        self.outbox.reply(handle, m.begin_quorum_response(ErrorCode.none, quorum.leader_field, quorum.epoch,
+                                                          where=self.config.partition))
 
     def on_end_request(self, handle: Any, request: m.EndQuorumEpochRequest, now: int) -> None:
         quorum = self.quorum
@@ -98,7 +101,8 @@ class Announcements:
             )
             follower.fetch_deadline = min(follower.fetch_deadline, now + backoff)
             follower.leader_resigned = True
-        self.outbox.reply(handle, m.end_quorum_response(ErrorCode.none, quorum.leader_field, quorum.epoch))
+        self.outbox.reply(handle, m.end_quorum_response(ErrorCode.none, quorum.leader_field, quorum.epoch,
+                                                        where=self.config.partition))
 
     # ---------------------------------------------------------------- responses
 
@@ -106,7 +110,7 @@ class Announcements:
         """What Vote, BeginQuorumEpoch and EndQuorumEpoch responses share: the partition,
         or None when the request failed (retried after the backoff) or the answer named
         a newer leader (now followed)."""
-        p = m.partition_of(response)
+        p = m.partition_of(response, self.config.partition)
         self.gate.refused_as_foreign(source, response)
         if response.error_code != ErrorCode.none or p is None:
             self.outbox.back_off(source, now)

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from kraft.raft.messages import METADATA, LogPartition
 from kraft.records.control import VoterEndpoint
 
 
@@ -37,6 +38,9 @@ class RaftConfig:
     # (none: unknown, so it never asks its leader to update its entry in the voter set).
     directory_id: bytes | None = None
     endpoints: tuple[VoterEndpoint, ...] = ()
+    # The topic partition this core replicates: every RPC it sends or answers names it.
+    # `__cluster_metadata-0` by default; a `__consumer_offsets` partition's core names its own.
+    partition: LogPartition = METADATA
 
     def __post_init__(self) -> None:
         if len(set(self.voters)) != len(self.voters):

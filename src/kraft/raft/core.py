@@ -388,7 +388,8 @@ class RaftCore:
                      [f"{e.name}://{e.host}:{e.port}" for e in mine])
             self.outbox.send(leader_id, update, now)
         elif follower.download is not None:
-            request = follower.download.request(self.config.cluster_id, self.epoch, self.config.snapshot_response_max_bytes)
+            request = follower.download.request(self.config.cluster_id, self.epoch, self.config.snapshot_response_max_bytes,
+                                                self.config.partition)
             self.outbox.send(leader_id, request, now)
         elif not self.wants_flush:  # fetch only from a flushed log: the offset we report must be on disk
             self.outbox.send(leader_id, self._fetch_request(), now)
@@ -418,7 +419,7 @@ class RaftCore:
     def _fetch_request(self) -> m.FetchRequest:
         config, log_ = self.config, self.log
         return m.fetch_request(config.cluster_id, self.node_id, self.epoch, log_.end_offset, self.history.last_epoch(),
-                               log_.start_offset, config.fetch_max_wait_ms, config.max_fetch_bytes)
+                               log_.start_offset, config.fetch_max_wait_ms, config.max_fetch_bytes, config.partition)
 
     # ---------------------------------------------------------------- candidate and resigned
 
@@ -436,19 +437,21 @@ class RaftCore:
 
     def _on_vote_request(self, handle: Any, request: m.VoteRequest, now: int) -> None:
         error, granted, top = self.elections.on_request(request, now)
-        self._reply(handle, m.vote_response(error, self.quorum.leader_field, self.epoch, granted, top))
+        self._reply(handle, m.vote_response(error, self.quorum.leader_field, self.epoch, granted, top,
+                                                   where=self.config.partition))
 
     def _validate_leader_epoch(self, epoch: int) -> ErrorCode:
         """KIP-320 fencing for a request that must reach the leader of `epoch`."""
         return fence(epoch, self.epoch, self.is_leader)
 
     def _fetch_error(self, error: ErrorCode, top: ErrorCode = ErrorCode.none) -> m.FetchResponse:
-        return m.fetch_response(error, leader_id=self.quorum.leader_field, epoch=self.epoch, top_error=top)
+        return m.fetch_response(error, leader_id=self.quorum.leader_field, epoch=self.epoch, top_error=top,
+                                where=self.config.partition)
 
     def _on_fetch_request(self, handle: Any, request: m.FetchRequest, now: int) -> None:
         if not self.gate.cluster_ok(request):
             return self._reply(handle, self._fetch_error(ErrorCode.none, ErrorCode.inconsistent_cluster_id))
-        p = m.partition_of(request)
+        p = m.partition_of(request, self.config.partition)
         if p is None:
             return self._reply(handle, self._fetch_error(ErrorCode.unknown_topic_or_partition))
         if not self.gate.fetch_is_valid(request, p):
@@ -562,7 +565,7 @@ class RaftCore:
             ErrorCode.none, leader_id=self.node_id, epoch=self.epoch, high_watermark=hw,
             log_start_offset=self.log.start_offset, records=records,
             diverging=(diverging.offset, diverging.epoch) if diverging else None,
-            snapshot_id=(snapshot.end_offset, snapshot.epoch) if snapshot else None,
+            snapshot_id=(snapshot.end_offset, snapshot.epoch) if snapshot else None, where=self.config.partition,
         )
 
     def _answer_fetch(self, parked: ParkedFetch) -> None:
@@ -577,17 +580,18 @@ class RaftCore:
 
     def _on_describe_quorum_request(self, handle: Any, request: m.DescribeQuorumRequest, now: int) -> None:
         leader = self.leader_state
-        if m.partition_of(request) is None:
+        if m.partition_of(request, self.config.partition) is None:
             answer = m.describe_quorum_response(ErrorCode.unknown_topic_or_partition, leader_id=NO_LEADER,
-                                                epoch=self.epoch)
+                                                epoch=self.epoch, where=self.config.partition)
         elif leader is None:
             answer = m.describe_quorum_response(ErrorCode.not_leader_or_follower, leader_id=self.quorum.leader_field,
-                                                epoch=self.epoch)
+                                                epoch=self.epoch, where=self.config.partition)
         else:
             voters, observers = leader.replica_states(self.log.end_offset, now)
             hw = self.high_watermark if self.high_watermark is not None else -1
             answer = m.describe_quorum_response(ErrorCode.none, leader_id=self.node_id, epoch=self.epoch,
-                                                high_watermark=hw, voters=voters, observers=observers)
+                                                high_watermark=hw, voters=voters, observers=observers,
+                                                where=self.config.partition)
         self._reply(handle, answer)
 
     # ================================================================ responses
@@ -598,7 +602,7 @@ class RaftCore:
             self.elections.on_response(p, source, now)
 
     def _on_fetch_response(self, source: int, response: m.FetchResponse, now: int) -> None:
-        p = m.partition_of(response)
+        p = m.partition_of(response, self.config.partition)
         if response.error_code != ErrorCode.none or p is None:
             if not self.gate.refused_as_foreign(source, response):
                 self.gate.throttled(("fetch", source, response.error_code), now, logging.WARNING,
@@ -719,7 +723,7 @@ class RaftCore:
             self.outbox.back_off(source, now)
 
     def _on_fetch_snapshot_response(self, source: int, response: m.FetchSnapshotResponse, now: int) -> None:
-        p = m.partition_of(response)
+        p = m.partition_of(response, self.config.partition)
         if response.error_code != ErrorCode.none or p is None:
             self.outbox.back_off(source, now)
             return

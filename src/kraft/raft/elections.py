@@ -108,7 +108,8 @@ class Elections:
             if voter in campaign.granted or voter in campaign.rejected or not self.outbox.can_send(voter, now):
                 continue
             self.outbox.send(voter, m.vote_request(self.config.cluster_id, self.quorum.epoch, self.node_id,
-                                                   last.epoch, last.offset, voter=voter, pre_vote=pre_vote), now)
+                                                   last.epoch, last.offset, voter=voter, pre_vote=pre_vote,
+                                                   where=self.config.partition), now)
         return False
 
     def on_unreachable(self, voter: int) -> None:
@@ -137,7 +138,7 @@ class Elections:
         """(partition error, granted, top-level error) for a Vote request."""
         if not self.gate.cluster_ok(request):
             return ErrorCode.none, False, ErrorCode.inconsistent_cluster_id
-        p = m.partition_of(request)
+        p = m.partition_of(request, self.config.partition)
         if p is None:
             return ErrorCode.unknown_topic_or_partition, False, ErrorCode.none
         refusal = self.gate.vote(request, p, self.quorum.epoch)

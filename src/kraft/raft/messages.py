@@ -1,13 +1,15 @@
 """Builders and readers for the KRaft RPCs, as kio's protocol types.
 
 The core speaks these types directly, so the server puts them on the wire unchanged. Each
-request names exactly one partition, `__cluster_metadata-0`; these helpers keep that
-nesting out of the core's logic. Versions: Vote v2 (KIP-996's PreVote), BeginQuorumEpoch v0, EndQuorumEpoch
+request names exactly one partition, the core's (`LogPartition`: `__cluster_metadata-0`
+unless RaftConfig names another, as a `__consumer_offsets` partition's core does); these
+helpers keep that nesting out of the core's logic. Versions: Vote v2 (KIP-996's PreVote), BeginQuorumEpoch v0, EndQuorumEpoch
 v0 (KIP-595), Fetch v13 (topic ids, DivergingEpoch, SnapshotId), FetchSnapshot v0
 (KIP-630), DescribeQuorum v1, AddRaftVoter v0 and RemoveRaftVoter v0 (KIP-853).
 """
 
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final, cast
 
@@ -38,12 +40,34 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
 METADATA_PARTITION = 0
 NO_LEADER = -1
 
+
+
+@dataclass(frozen=True, slots=True)
+class LogPartition:
+    """The one topic partition a core replicates: its name (Vote, BeginQuorumEpoch,
+    EndQuorumEpoch, FetchSnapshot, DescribeQuorum name topics), its topic id (Fetch v13
+    identifies them so) and its index."""
+
+    topic: str
+    topic_id: uuid.UUID
+    index: int
+
+    def names(self, topic: Any) -> bool:
+        """Whether a message's topic entry is this partition's topic."""
+        if hasattr(topic, "topic_id"):
+            return topic.topic_id == self.topic_id
+        return getattr(topic, "topic_name", getattr(topic, "name", None)) == self.topic
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+
+METADATA: Final = LogPartition(METADATA_TOPIC, METADATA_TOPIC_ID, METADATA_PARTITION)
+
 # kio declares its fields with phantom types (i32, i64, BrokerId, TopicName, i32Timedelta): at run
 # time a plain int in range already is an i32, and kio's constructors take it as it is. Converting
 # with i32(x) would check the range again at about 0.75 us a field on every Fetch, for values the
 # core keeps in range by construction; so the builders below cast, which only tells mypy.
-_PARTITION: Final = cast(i32, METADATA_PARTITION)
-_TOPIC: Final = cast(TopicName, METADATA_TOPIC)
 _NO_THROTTLE: Final = cast(i32Timedelta, timedelta(0))
 
 VoteRequest = vote_req.VoteRequest
@@ -72,14 +96,6 @@ RaftResponse = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse
                 | FetchSnapshotResponse | DescribeQuorumResponse | MembershipResponse)
 
 
-def is_metadata_topic(topic: Any) -> bool:
-    """Topics are named (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum: topic_name;
-    FetchSnapshot: name) or, in Fetch, identified by id."""
-    if hasattr(topic, "topic_id"):
-        return topic.topic_id == METADATA_TOPIC_ID
-    return getattr(topic, "topic_name", getattr(topic, "name", None)) == METADATA_TOPIC
-
-
 def partition_index(partition: Any) -> int:
     for name in ("partition_index", "partition", "index"):
         if hasattr(partition, name):
@@ -87,28 +103,47 @@ def partition_index(partition: Any) -> int:
     raise TypeError(f"{type(partition).__name__} has no partition index")
 
 
-def partition_of(message: Any) -> Any:
-    """The one partition a KRaft request or response is about, or None if it names another
-    or more than one."""
+def single(message: Any) -> tuple[Any, Any] | None:
+    """(topic, partition) of the one partition a KRaft request or response names, whichever
+    it is, or None if it names none (the membership RPCs: their voter set is the metadata
+    partition's) or more than one."""
     topics = getattr(message, "topics", None)
     if topics is None:
-        topics = message.responses
-    if len(topics) != 1 or not is_metadata_topic(topics[0]) or len(topics[0].partitions) != 1:
+        topics = getattr(message, "responses", None)
+    if topics is None or len(topics) != 1 or len(topics[0].partitions) != 1:
         return None
-    partition = topics[0].partitions[0]
-    return partition if partition_index(partition) == METADATA_PARTITION else None
+    return topics[0], topics[0].partitions[0]
+
+
+def named(message: Any) -> tuple[Any, int] | None:
+    """(topic name, or its id in Fetch; partition index) of the one partition a message names."""
+    found = single(message)
+    if found is None:
+        return None
+    topic, partition = found
+    key = topic.topic_id if hasattr(topic, "topic_id") else getattr(topic, "topic_name", getattr(topic, "name", None))
+    return key, partition_index(partition)
+
+
+def partition_of(message: Any, where: LogPartition = METADATA) -> Any:
+    """The one partition a KRaft request or response is about, or None if it names another
+    or more than one."""
+    found = single(message)
+    if found is None or not where.names(found[0]) or partition_index(found[1]) != where.index:
+        return None
+    return found[1]
 
 
 # ---------------------------------------------------------------- Vote
 
 
 def vote_request(cluster_id: str | None, epoch: int, candidate: int, last_epoch: int, last_offset: int, *,
-                 voter: int = -1, pre_vote: bool = False) -> VoteRequest:
+                 voter: int = -1, pre_vote: bool = False, where: LogPartition = METADATA) -> VoteRequest:
     """A vote asked of `voter` (-1: whoever receives it); with `pre_vote`, only whether it
     would grant one (KIP-996): the epoch is the asker's current one, and the answer changes
     nothing at the voter unless that epoch is newer than its own."""
     p = vote_req.PartitionData(
-        partition_index=_PARTITION,
+        partition_index=cast(i32, where.index),
         replica_epoch=cast(i32, epoch),
         replica_id=cast(BrokerId, candidate),
         replica_directory_id=NO_DIRECTORY,
@@ -118,67 +153,72 @@ def vote_request(cluster_id: str | None, epoch: int, candidate: int, last_epoch:
         pre_vote=pre_vote,
     )
     return VoteRequest(cluster_id=cluster_id, voter_id=cast(BrokerId, voter),
-                       topics=(vote_req.TopicData(topic_name=_TOPIC, partitions=(p,)),))
+                       topics=(vote_req.TopicData(topic_name=cast(TopicName, where.topic), partitions=(p,)),))
 
 
 def vote_response(
-    error: ErrorCode, leader_id: int, epoch: int, granted: bool, top_error: ErrorCode = ErrorCode.none
+    error: ErrorCode, leader_id: int, epoch: int, granted: bool, top_error: ErrorCode = ErrorCode.none,
+    where: LogPartition = METADATA,
 ) -> VoteResponse:
     p = vote_resp.PartitionData(
-        partition_index=_PARTITION,
+        partition_index=cast(i32, where.index),
         error_code=error,
         leader_id=cast(BrokerId, leader_id),
         leader_epoch=cast(i32, epoch),
         vote_granted=granted,
     )
-    return VoteResponse(error_code=top_error, topics=(vote_resp.TopicData(topic_name=_TOPIC, partitions=(p,)),))
+    return VoteResponse(error_code=top_error, topics=(vote_resp.TopicData(topic_name=cast(TopicName, where.topic), partitions=(p,)),))
 
 
 # ---------------------------------------------------------------- BeginQuorumEpoch / EndQuorumEpoch
 
 
-def begin_quorum_request(cluster_id: str | None, leader_id: int, epoch: int) -> BeginQuorumEpochRequest:
+def begin_quorum_request(cluster_id: str | None, leader_id: int, epoch: int,
+                         where: LogPartition = METADATA) -> BeginQuorumEpochRequest:
     p = bqe_req.PartitionData(
-        partition_index=_PARTITION, leader_id=cast(BrokerId, leader_id), leader_epoch=cast(i32, epoch)
+        partition_index=cast(i32, where.index), leader_id=cast(BrokerId, leader_id), leader_epoch=cast(i32, epoch)
     )
     return BeginQuorumEpochRequest(
-        cluster_id=cluster_id, topics=(bqe_req.TopicData(topic_name=_TOPIC, partitions=(p,)),)
+        cluster_id=cluster_id, topics=(bqe_req.TopicData(topic_name=cast(TopicName, where.topic), partitions=(p,)),)
     )
 
 
 def begin_quorum_response(
-    error: ErrorCode, leader_id: int, epoch: int, top_error: ErrorCode = ErrorCode.none
+    error: ErrorCode, leader_id: int, epoch: int, top_error: ErrorCode = ErrorCode.none,
+    where: LogPartition = METADATA,
 ) -> BeginQuorumEpochResponse:
     p = bqe_resp.PartitionData(
-        partition_index=_PARTITION, error_code=error, leader_id=cast(BrokerId, leader_id), leader_epoch=cast(i32, epoch)
+        partition_index=cast(i32, where.index), error_code=error, leader_id=cast(BrokerId, leader_id), leader_epoch=cast(i32, epoch)
     )
     return BeginQuorumEpochResponse(
-        error_code=top_error, topics=(bqe_resp.TopicData(topic_name=_TOPIC, partitions=(p,)),)
+        error_code=top_error, topics=(bqe_resp.TopicData(topic_name=cast(TopicName, where.topic), partitions=(p,)),)
     )
 
 
 def end_quorum_request(
-    cluster_id: str | None, leader_id: int, epoch: int, successors: tuple[int, ...]
+    cluster_id: str | None, leader_id: int, epoch: int, successors: tuple[int, ...],
+    where: LogPartition = METADATA,
 ) -> EndQuorumEpochRequest:
     p = eqe_req.PartitionData(
-        partition_index=_PARTITION,
+        partition_index=cast(i32, where.index),
         leader_id=cast(BrokerId, leader_id),
         leader_epoch=cast(i32, epoch),
         preferred_successors=cast(tuple[i32, ...], successors),
     )
     return EndQuorumEpochRequest(
-        cluster_id=cluster_id, topics=(eqe_req.TopicData(topic_name=_TOPIC, partitions=(p,)),)
+        cluster_id=cluster_id, topics=(eqe_req.TopicData(topic_name=cast(TopicName, where.topic), partitions=(p,)),)
     )
 
 
 def end_quorum_response(
-    error: ErrorCode, leader_id: int, epoch: int, top_error: ErrorCode = ErrorCode.none
+    error: ErrorCode, leader_id: int, epoch: int, top_error: ErrorCode = ErrorCode.none,
+    where: LogPartition = METADATA,
 ) -> EndQuorumEpochResponse:
     p = eqe_resp.PartitionData(
-        partition_index=_PARTITION, error_code=error, leader_id=cast(BrokerId, leader_id), leader_epoch=cast(i32, epoch)
+        partition_index=cast(i32, where.index), error_code=error, leader_id=cast(BrokerId, leader_id), leader_epoch=cast(i32, epoch)
     )
     return EndQuorumEpochResponse(
-        error_code=top_error, topics=(eqe_resp.TopicData(topic_name=_TOPIC, partitions=(p,)),)
+        error_code=top_error, topics=(eqe_resp.TopicData(topic_name=cast(TopicName, where.topic), partitions=(p,)),)
     )
 
 
@@ -194,9 +234,10 @@ def fetch_request(
     log_start_offset: int,
     max_wait_ms: int,
     max_bytes: int,
+    where: LogPartition = METADATA,
 ) -> FetchRequest:
     p = fetch_req.FetchPartition(
-        partition=_PARTITION,
+        partition=cast(i32, where.index),
         current_leader_epoch=cast(i32, epoch),
         fetch_offset=cast(i64, fetch_offset),
         last_fetched_epoch=cast(i32, last_fetched_epoch),
@@ -209,7 +250,7 @@ def fetch_request(
         max_wait=cast(i32Timedelta, timedelta(milliseconds=max_wait_ms)),
         min_bytes=cast(i32, 1),
         max_bytes=cast(i32, max_bytes),
-        topics=(fetch_req.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=(p,)),),
+        topics=(fetch_req.FetchTopic(topic_id=where.topic_id, partitions=(p,)),),
         forgotten_topics_data=(),
     )
 
@@ -225,10 +266,11 @@ def fetch_response(
     diverging: tuple[int, int] | None = None,
     snapshot_id: tuple[int, int] | None = None,
     top_error: ErrorCode = ErrorCode.none,
+    where: LogPartition = METADATA,
 ) -> FetchResponse:
     """`diverging` and `snapshot_id` are (end_offset, epoch)."""
     p = fetch_resp.PartitionData(
-        partition_index=_PARTITION,
+        partition_index=cast(i32, where.index),
         error_code=error,
         high_watermark=cast(i64, high_watermark),
         log_start_offset=cast(i64, log_start_offset),
@@ -245,7 +287,7 @@ def fetch_response(
     return FetchResponse(
         throttle_time=_NO_THROTTLE,
         error_code=top_error,
-        responses=(fetch_resp.FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=(p,)),),
+        responses=(fetch_resp.FetchableTopicResponse(topic_id=where.topic_id, partitions=(p,)),),
     )
 
 
@@ -253,10 +295,11 @@ def fetch_response(
 
 
 def fetch_snapshot_request(
-    cluster_id: str | None, replica_id: int, epoch: int, snapshot_id: tuple[int, int], position: int, max_bytes: int
+    cluster_id: str | None, replica_id: int, epoch: int, snapshot_id: tuple[int, int], position: int, max_bytes: int,
+    where: LogPartition = METADATA,
 ) -> FetchSnapshotRequest:
     p = fs_req.PartitionSnapshot(
-        partition=_PARTITION,
+        partition=cast(i32, where.index),
         current_leader_epoch=cast(i32, epoch),
         snapshot_id=fs_req.SnapshotId(end_offset=cast(i64, snapshot_id[0]), epoch=cast(i32, snapshot_id[1])),
         position=cast(i64, position),
@@ -265,7 +308,7 @@ def fetch_snapshot_request(
         cluster_id=cluster_id,
         replica_id=cast(BrokerId, replica_id),
         max_bytes=cast(i32, max_bytes),
-        topics=(fs_req.TopicSnapshot(name=_TOPIC, partitions=(p,)),),
+        topics=(fs_req.TopicSnapshot(name=cast(TopicName, where.topic), partitions=(p,)),),
     )
 
 
@@ -332,9 +375,9 @@ def share_bytes(total: int, wants: list[int]) -> list[int]:
 # ---------------------------------------------------------------- DescribeQuorum
 
 
-def describe_quorum_request() -> DescribeQuorumRequest:
+def describe_quorum_request(where: LogPartition = METADATA) -> DescribeQuorumRequest:
     return DescribeQuorumRequest(
-        topics=(dq_req.TopicData(topic_name=_TOPIC, partitions=(dq_req.PartitionData(partition_index=_PARTITION),)),)
+        topics=(dq_req.TopicData(topic_name=cast(TopicName, where.topic), partitions=(dq_req.PartitionData(partition_index=cast(i32, where.index)),)),)
     )
 
 
@@ -357,9 +400,10 @@ def describe_quorum_response(
     high_watermark: int = -1,
     voters: tuple[DescribeQuorumReplica, ...] = (),
     observers: tuple[DescribeQuorumReplica, ...] = (),
+    where: LogPartition = METADATA,
 ) -> DescribeQuorumResponse:
     p = dq_resp.PartitionData(
-        partition_index=_PARTITION,
+        partition_index=cast(i32, where.index),
         error_code=error,
         leader_id=cast(BrokerId, leader_id),
         leader_epoch=cast(i32, epoch),
@@ -368,5 +412,5 @@ def describe_quorum_response(
         observers=observers,
     )
     return DescribeQuorumResponse(
-        error_code=ErrorCode.none, topics=(dq_resp.TopicData(topic_name=_TOPIC, partitions=(p,)),)
+        error_code=ErrorCode.none, topics=(dq_resp.TopicData(topic_name=cast(TopicName, where.topic), partitions=(p,)),)
     )

@@ -47,7 +47,7 @@ def serve(
     for topic in request.topics:
         for part in topic.partitions:
             sid = SnapshotId(max(part.snapshot_id.end_offset, 0), max(part.snapshot_id.epoch, 0))
-            answers.append((topic.name, part.partition, sid, _check(topic, part, sid, fence, catalog)))
+            answers.append((topic.name, part.partition, sid, _check(topic, part, sid, fence, catalog, config)))
     wants = [
         min(a.reader.size - a.position, config.snapshot_partition_max_bytes) if isinstance(a, _Chunk) else 0
         for *_, a in answers
@@ -74,8 +74,8 @@ def serve(
 
 
 def _check(topic: Any, part: Any, sid: SnapshotId, fence: Callable[[int], ErrorCode],
-           catalog: SnapshotCatalog) -> _Chunk | ErrorCode:
-    if not (m.is_metadata_topic(topic) and part.partition == m.METADATA_PARTITION):
+           catalog: SnapshotCatalog, config: RaftConfig) -> _Chunk | ErrorCode:
+    if not (config.partition.names(topic) and part.partition == config.partition.index):
         return ErrorCode.unknown_topic_or_partition
     error = fence(part.current_leader_epoch)
     if error != ErrorCode.none:
@@ -109,10 +109,11 @@ class SnapshotDownload:
     def snapshot_id(self) -> SnapshotId:
         return self.writer.snapshot_id
 
-    def request(self, cluster_id: str | None, epoch: int, max_bytes: int) -> m.FetchSnapshotRequest:
+    def request(self, cluster_id: str | None, epoch: int, max_bytes: int,
+                where: m.LogPartition = m.METADATA) -> m.FetchSnapshotRequest:
         sid = self.snapshot_id
         return m.fetch_snapshot_request(cluster_id, self.node_id, epoch, (sid.end_offset, sid.epoch),
-                                        self.writer.size, max_bytes)
+                                        self.writer.size, max_bytes, where)
 
     def abort(self, why: str) -> None:
         sid = self.snapshot_id

@@ -197,6 +197,15 @@ SCHEMA: dict[str, tuple[Callable[[str], Any], Any]] = {
     "metadata.max.idle.interval.ms": (_int(0), 500),  # a NoOpRecord when idle this long; 0: never
     # KIP-630's fencing events instead of Kafka's partition changes, for a log bootstrapped here
     "kraft.metadata.derived.fencing": (_bool, False),
+    # Consumer groups (kraft.groups): Kafka's names and defaults, but for the number of
+    # __consumer_offsets partitions (Kafka: 50), each a Raft log of its own here.
+    "offsets.topic.num.partitions": (_int(1, 1000), 3),
+    "offsets.commit.timeout.ms": (_int(1), 5000),
+    "offset.metadata.max.bytes": (_int(0), 4096),
+    "group.min.session.timeout.ms": (_int(0), 6000),
+    "group.max.session.timeout.ms": (_int(0), 1_800_000),
+    "group.initial.rebalance.delay.ms": (_int(0), 3000),
+    "group.max.size": (_int(1), INT32_MAX),
     "broker.session.timeout.ms": (_int(1), 9000),
     "broker.heartbeat.interval.ms": (_int(1), 2000),
     "kraft.metrics.port": (_int(-1, 65535), 0),  # Prometheus endpoint; 0 picks a free port, -1 turns it off

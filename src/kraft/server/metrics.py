@@ -92,8 +92,10 @@ class Window:
         return sum(b[1] for b in self._recent()) / elapsed if elapsed > 0 else 0.0
 
 
+# A prospective (KIP-996's pre-vote) is "unattached", as in Kafka's gauge (its last branch):
+# without it a scrape while the node pre-votes failed with a KeyError (HTTP 500).
 _STATES = {Role.LEADER: "leader", Role.CANDIDATE: "candidate", Role.VOTED: "voted", Role.FOLLOWER: "follower",
-           Role.RESIGNED: "resigned", Role.UNATTACHED: "unattached"}
+           Role.RESIGNED: "resigned", Role.UNATTACHED: "unattached", Role.PROSPECTIVE: "unattached"}
 
 
 class RaftMetrics(Collector):

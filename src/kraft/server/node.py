@@ -1,20 +1,18 @@
-"""One kraft node: the Raft core driven by asyncio, on Kafka's wire protocol.
+"""One kraft node: Raft partitions driven by asyncio, on Kafka's wire protocol.
 
-The node owns the clock, the sockets and the disk; the core decides. Every event (a
-request, a response, a finished fsync, a timer) becomes one `step` of the core, after
-which the node sends what the core's outbox holds, starts an fsync in a worker thread if
-the log has unflushed appends (group commit: appends go on while it runs), starts a
-snapshot job in a worker thread if one is due, and re-arms the timer for the core's next
-deadline.
-
-The timer is one loop.call_at handle, re-armed after a step only when the core's next
-deadline comes earlier than the one armed (a step is often a single request's worth of
-work, tens of thousands a second under load; the timer must cost nothing per step).
+The node owns the clock, the sockets and the disk; the cores decide. It replicates
+`__cluster_metadata-0`, whose state machine is the QuorumController, and (with a static
+quorum) the `offsets.topic.num.partitions` partitions of `__consumer_offsets`, each a Raft
+log of its own on the same voters whose state machine is that partition's
+GroupCoordinator. Each partition is driven by a PartitionDriver (partition_driver.py:
+step, timer, flush, snapshot job); they share the peer connections, the listeners and the
+node's fate (a fatal error in one stops the node).
 
 Two listeners: the controller listener (controller.listener.names) serves the Raft RPCs
-to peers; the client listener serves Kafka clients (kraft.server.client_api). The handlers
-see the node only as a NodeContext (context.py), which this class implements: the reads
-they may make, and `step`, the one way they act.
+to peers, each routed to the core of the partition it names; the client listener serves
+Kafka clients (kraft.server.client_api, and the group APIs of kraft.groups). The handlers
+see the node only as a NodeContext (context.py) and a GroupContext (groups/api.py), which
+this class implements: the reads they may make, and `step` / `run`, the ways they act.
 """
 
 import asyncio
@@ -23,15 +21,18 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 from random import Random
 from typing import Any, TypeVar
 
-from kraft.controller import QuorumController, SnapshotJob
+from kraft.controller import QuorumController
 from kraft.controller.bootstrap import read_bootstrap
-from kraft.metadata import MetadataImage, ReplayError
+from kraft.groups import OFFSETS_TOPIC, GroupApi, GroupConfig, GroupCoordinator
+from kraft.metadata import MetadataImage
 from kraft.protocol import KafkaServer
 from kraft.protocol.tasks import cancel_and_wait
-from kraft.raft import InvariantViolation, RaftConfig, RaftCore, Reply, Send
+from kraft.raft import RaftConfig, RaftCore
 from kraft.raft import messages as m
 from kraft.raft.epochs import EpochHistory
 from kraft.raft.snapshot_policy import SnapshotPolicy
@@ -41,16 +42,10 @@ from kraft.server.client_api import ClientApi
 from kraft.server.config import Endpoint, ServerConfig
 from kraft.server.listener_security import ControllerConnector, controller_connector, listener_security
 from kraft.server.metrics import NodeMetrics
+from kraft.server.partition_driver import FATAL, PartitionDriver, logging_as
 from kraft.server.peers import Peers
 from kraft.server.raft_versions import PEER_RPCS, RaftVersions
-from kraft.storage import (
-    CorruptLogError,
-    CorruptSnapshotError,
-    FileLog,
-    FileQuorumStateStore,
-    FileSnapshotStore,
-    LogReadInfo,
-)
+from kraft.storage import FileLog, FileQuorumStateStore, FileSnapshotStore, LogReadInfo
 from kraft.storage.dirlock import DirectoryLock
 from kraft.storage.meta_properties import StorageNotFormattedError, read_directory_id, read_meta_properties
 
@@ -58,15 +53,11 @@ log = logging.getLogger("kraft.server")
 T = TypeVar("T")
 
 PARTITION_DIR = "__cluster_metadata-0"
-
-# What stops a node at once: a write, sync, truncation, rename or removal that failed (the
-# data's durability is unknown: after a failed fsync the kernel may have dropped the pages
-# it could not write, and a second fsync would succeed with the data gone), durable data
-# that no longer reads back, a committed metadata record that cannot be replayed (newer than
-# this build, or contradicting the image: Kafka's loader stops there too), or the core
-# finding its own rules broken. The core is sans-IO, so an OSError out of a step can only
-# come from the storage it was handed.
-FATAL = (InvariantViolation, OSError, CorruptLogError, CorruptSnapshotError, ReplayError)
+# `__consumer_offsets`' topic id between kraft's nodes (Fetch v13 names topics by id). Kafka
+# gives the topic a random id in its metadata; here it is no topic of the image, so one fixed
+# id, derived from the name, that no random id will be.
+OFFSETS_TOPIC_ID = uuid.uuid5(uuid.NAMESPACE_URL, "kraft:__consumer_offsets")
+__all__ = ["FATAL", "KraftNode"]
 
 # The Raft RPCs, as the core speaks them: (api key, version). Every other version Kafka
 # defines is converted to and from these (raft_versions.py); peers send these.
@@ -116,18 +107,14 @@ class KraftNode:
             idle_interval_ms=config["metadata.max.idle.interval.ms"],
             derived_fencing=config["kraft.metadata.derived.fencing"],
         )
-        self.core: RaftCore | None = None
+        self.metadata: PartitionDriver | None = None  # __cluster_metadata-0, once started
+        self.coordinators: dict[int, GroupCoordinator] = {}  # by __consumer_offsets partition
+        self.offsets: dict[int, PartitionDriver] = {}
+        self._routes: dict[tuple[Any, int], PartitionDriver] = {}  # (topic name or id, index) -> its driver
         self.stopping = False
         self.failure: BaseException | None = None
         self.failed = asyncio.Event()  # set with `failure`, so the process exits without polling
-        self._replies: dict[int, asyncio.Future] = {}
-        self._next_handle = 0
-        self._flushing = False
-        self._flush_task: asyncio.Task | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_due = 0.0  # loop time the armed timer fires at
         self._tasks: set[asyncio.Task] = set()
-        self._step_listeners: list[Callable[[RaftCore], None]] = []
         self.raft_server: KafkaServer | None = None
         self.client_server: KafkaServer | None = None
         self.raft_address: tuple[str, int] | None = None
@@ -192,23 +179,80 @@ class KraftNode:
             max_retention_ms=c["metadata.max.retention.ms"],
         )
 
-    async def start(self) -> None:
+    def _open_log(self, directory: Path, checkpoint_dir: Path | None = None) -> FileLog:
         c = self.config
-        directory = c.log_dir / PARTITION_DIR
-        self.log = FileLog(
+        return FileLog(
             directory,
             segment_bytes=c["metadata.log.segment.bytes"],
             segment_ms=c["metadata.log.segment.ms"],
             recovery_point_interval_ms=c["log.flush.offset.checkpoint.interval.ms"],
+            checkpoint_dir=checkpoint_dir,
         )
+
+    def _snapshot_policy(self) -> SnapshotPolicy:
+        """The metadata.* snapshot settings; the offsets partitions take them too (Kafka has
+        no such settings for `__consumer_offsets`, which it compacts instead)."""
+        c = self.config
+        return SnapshotPolicy(
+            c["metadata.log.max.record.bytes.between.snapshots"],
+            c["metadata.snapshot.min.changed_records.ratio"],
+            c["metadata.log.max.snapshot.interval.ms"],
+        )
+
+    def _route(self, driver: PartitionDriver) -> None:
+        where = driver.partition
+        self._routes[(where.topic, where.index)] = driver
+        self._routes[(where.topic_id, where.index)] = driver
+
+    def _start_offsets_partitions(self) -> None:
+        """`__consumer_offsets-<p>` for p < offsets.topic.num.partitions: a Raft log each, in
+        its own directory, on the voters of controller.quorum.voters, with the metadata
+        partition's timeouts, snapshot and retention settings; its GroupCoordinator its
+        state machine. A dynamic quorum (KIP-853) has none: its voters live in the metadata
+        log, and moving each offsets partition's voters with them is not built."""
+        c = self.config
+        if not c.voters:
+            log.warning("node %d: a dynamic quorum serves no consumer groups (the %s partitions need "
+                        "controller.quorum.voters)", self.node_id, OFFSETS_TOPIC)
+            return
+        groups = GroupConfig(
+            min_session_timeout_ms=c["group.min.session.timeout.ms"],
+            max_session_timeout_ms=c["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=c["group.initial.rebalance.delay.ms"],
+            max_size=c["group.max.size"],
+            offset_metadata_max_bytes=c["offset.metadata.max.bytes"],
+            commit_timeout_ms=c["offsets.commit.timeout.ms"],
+        )
+        base = replace(self.raft_config(), directory_id=None, endpoints=(), bootstrap_servers=0)
+        for p in range(c["offsets.topic.num.partitions"]):
+            directory = c.log_dir / f"{OFFSETS_TOPIC}-{p}"
+            where = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, p)
+            coordinator = GroupCoordinator(p, groups, self._snapshot_policy(), rng=Random())
+            with logging_as(where):  # opening the log and the quorum state may log a recovery
+                log_ = self._open_log(directory, checkpoint_dir=directory)  # the log dir's are the metadata log's
+                core = RaftCore(replace(base, partition=where), log_, FileQuorumStateStore(directory), Random(),
+                                self.now(), coordinator, FileSnapshotStore(directory))
+            coordinator.core = core
+            self.coordinators[p] = coordinator
+            self.offsets[p] = PartitionDriver(self, core, log_, coordinator)
+            self._route(self.offsets[p])
+
+    async def start(self) -> None:
+        c = self.config
+        directory = c.log_dir / PARTITION_DIR
+        self.log = self._open_log(directory)
         self.snapshots = FileSnapshotStore(directory)
         self.controller.bootstrap = read_bootstrap(c.log_dir)
         self.store = FileQuorumStateStore(directory)
-        self.core = RaftCore(
+        core = RaftCore(
             self.raft_config(), self.log, self.store, Random(), self.now(), self.controller, self.snapshots,
             self.metrics.snapshots,
         )
-        self.controller.core = self.core
+        self.controller.core = core
+        self.metadata = PartitionDriver(self, core, self.log, self.controller)
+        self.metadata.timed = self.metrics.raft.on_step
+        self._route(self.metadata)
+        self._start_offsets_partitions()
         self.peers = Peers(
             self.peer_endpoint,
             f"kraft-node-{self.node_id}",
@@ -234,6 +278,7 @@ class KraftNode:
                                          name=f"node {self.node_id} client listener",
                                          security=self._security[client.name])
         self.client_api.register(self.client_server)
+        GroupApi(self).register(self.client_server)
         if self.raft_server is not None:
             self.client_api.register_controller_apis(self.raft_server)
         if self.authorization.enabled:
@@ -247,52 +292,54 @@ class KraftNode:
                 self.metrics.serve(host, port)
             except OSError as e:
                 raise OSError(e.errno, f"metrics endpoint cannot listen on {host}:{port}: {e.strerror}") from e
-        self.metrics.bind(self.core)
+        self.metrics.bind(core)
         self.metrics.image.source = lambda: self.image
         self.client_api.start()
-        self.step(lambda core, now: core.tick(now))
+        for driver in self._drivers:
+            driver.start()
         log.info(
-            "node %d started: cluster %s, voters %s, log %s, controller listener %s, client listener %s, metrics port %s",
-            self.node_id, self.cluster_id, sorted(self.controller_endpoints()), directory, self.raft_address, self.client_address,
-            self.metrics.port,
+            "node %d started: cluster %s, voters %s, log %s, %d %s partitions, controller listener %s, "
+            "client listener %s, metrics port %s", self.node_id, self.cluster_id, sorted(self.controller_endpoints()),
+            directory, len(self.offsets), OFFSETS_TOPIC, self.raft_address, self.client_address, self.metrics.port,
         )
+
+    @property
+    def _drivers(self) -> list[PartitionDriver]:
+        return ([self.metadata] if self.metadata is not None else []) + list(self.offsets.values())
 
     async def stop(self, graceful: bool = True) -> None:
         """Stops; a leader first resigns (EndQuorumEpoch) so a successor is elected at once.
         After a failure nothing more is written: no resignation, no flush, no checkpoint."""
-        core = self.core
         # The broker's shutdown heartbeat first: it needs a leader, and this node may be it.
         await self.client_api.stop()
-        if graceful and core is not None and core.is_leader and self.failure is None:
-            self.step(lambda c, now: c.resign(now))
-            await self._hand_over(core)
+        leading = [d for d in self._drivers if d.core.is_leader]
+        if graceful and leading and self.failure is None:
+            for driver in leading:
+                driver.step(lambda c, now: c.resign(now))
+            await self._hand_over([d.core for d in leading])
         self.stopping = True
-        if self._timer is not None:
-            self._timer.cancel()
-        if self._flush_task is not None:
-            await asyncio.gather(self._flush_task, return_exceptions=True)  # never close under a running fsync
         for server in (self.raft_server, self.client_server):
             if server is not None:
                 await server.close()
         await self.peers.close()
         await cancel_and_wait(self._tasks)
-        for future in self._replies.values():
-            future.cancel()
-        self.log.close(flush=self.failure is None)
+        for driver in self._drivers:
+            await driver.stop()
         self.metrics.close()
         self._lock.release()
         log.info("node %d stopped", self.node_id)
 
-    async def _hand_over(self, core: RaftCore) -> None:
-        """Keeps the node running until every voter has acknowledged EndQuorumEpoch, a newer
+    async def _hand_over(self, cores: list[RaftCore]) -> None:
+        """Keeps the node running until every voter has acknowledged EndQuorumEpoch (of every
+        partition this node led), a newer
         epoch is seen, or a request timeout passes. Waiting only for the requests under way
         was not enough: one queued behind another request to the same voter, or retried
         after a failure, was cancelled by the stop, and that voter, which had the longest
         log, sat out the fetch timeout before campaigning (5 s in a CI run)."""
         deadline = time.monotonic() + self.config["controller.quorum.request.timeout.ms"] / 1000
-        while core.handing_over and self.failure is None and time.monotonic() < deadline:
+        while any(c.handing_over for c in cores) and self.failure is None and time.monotonic() < deadline:
             await asyncio.sleep(0.01)  # responses and the core's timer, retries included, run meanwhile
-        if core.handing_over:
+        if any(c.handing_over for c in cores):
             log.warning("node %d stops before every voter acknowledged EndQuorumEpoch: those that did not "
                         "campaign only after controller.quorum.fetch.timeout.ms", self.node_id)
 
@@ -312,6 +359,11 @@ class KraftNode:
         return (socket.getfqdn() if host in ("", "0.0.0.0", "::") else host), port
 
     # ---------------------------------------------------------------- what handlers read (NodeContext)
+
+    @property
+    def core(self) -> RaftCore | None:
+        """The metadata partition's core (None before start)."""
+        return self.metadata.core if self.metadata is not None else None
 
     @property
     def _running(self) -> RaftCore:
@@ -363,45 +415,56 @@ class KraftNode:
         """A handler's `on_step`: it reads what changed through this context, not the core."""
         self.on_step(lambda core: listener())
 
-    def _spawn(self, coroutine: Any) -> asyncio.Task:
+    # ---------------------------------------------------------------- consumer groups (GroupContext)
+
+    @property
+    def offsets_partitions(self) -> int:
+        return self.config["offsets.topic.num.partitions"]
+
+    def run(self, partition: int, action: Callable[[GroupCoordinator, int], T]) -> T | None:
+        driver, coordinator = self.offsets.get(partition), self.coordinators.get(partition)
+        if driver is None or coordinator is None:
+            return None
+        return driver.step(lambda core, now: action(coordinator, now))
+
+    def coordinator_endpoint(self, partition: int) -> tuple[int, str, int] | None:
+        """The partition leader's client listener, as the metadata image registers it (or
+        this node's own)."""
+        driver = self.offsets.get(partition)
+        leader = driver.core.leader_id if driver is not None else None
+        broker = self.client_api.reads.brokers().get(leader) if leader is not None else None
+        return (leader, broker["host"], broker["port"]) if leader is not None and broker is not None else None
+
+    def knows_partition(self, topic: str, partition: int) -> bool:
+        if topic == m.METADATA_TOPIC:
+            return partition == m.METADATA_PARTITION
+        found = self.image.topic(topic)
+        return found is not None and 0 <= partition < len(found.partitions)
+
+    def spawn(self, coroutine: Any) -> asyncio.Task:
         task = asyncio.create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    # ---------------------------------------------------------------- driving the core
+    # ---------------------------------------------------------------- driving the cores
 
     @staticmethod
     def now() -> int:
         return int(time.time() * 1000)
 
     def on_step(self, listener: Callable[[RaftCore], None]) -> None:
-        """Called with the core after every step (a driver's hook: the benchmark's node sees
-        its completions from it; handlers use `after_step`)."""
-        self._step_listeners.append(listener)
+        """Called with the metadata core after each of its steps (a driver's hook: the
+        benchmark's node sees its completions from it; handlers use `after_step`)."""
+        assert self.metadata is not None, "listeners join once the node has started"
+        self.metadata.step_listeners.append(listener)
 
     def step(self, action: Callable[[RaftCore, int], T]) -> T | None:
-        """One event into the core, then what it asks for; returns the action's result, or
-        None if the node no longer steps. A fatal error (see FATAL) stops the node before
-        anything else is sent; any other error is the action's own answer to its caller (a
-        refused controller operation) and leaves the core as it was."""
-        core = self.core
-        if core is None or self.stopping or self.failure is not None:
-            return None
-        started = time.perf_counter()
-        try:
-            result = action(core, self.now())
-        except FATAL as e:
-            self._fail(e)
-            return None
-        try:
-            self._after_step(core)
-        except FATAL as e:
-            self._fail(e)
-        self.metrics.raft.on_step(core, time.perf_counter() - started)
-        return result
+        """One event into the metadata core (PartitionDriver.step); None if the node no
+        longer steps."""
+        return self.metadata.step(action) if self.metadata is not None else None
 
-    def _fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException) -> None:
         """Stops serving at once: nothing is stepped, sent or acknowledged after this."""
         if self.failure is not None:
             return
@@ -415,130 +478,18 @@ class KraftNode:
             )
         else:
             log.critical("node %d stops: %s", self.node_id, error)
-        for future in self._replies.values():
-            if not future.done():
-                future.set_exception(error)
-
-    def _after_step(self, core: RaftCore) -> None:
-        for message in core.poll_outbox():
-            if isinstance(message, Send):
-                self._send(message)
-            else:
-                self._reply(message)
-        if core.wants_flush and not self._flushing:
-            self._flushing = True
-            self._flush_task = asyncio.create_task(self._flush())
-        now = self.now()
-        self.controller.poll(now)
-        job = self.controller.start_snapshot(now)
-        if job is not None:
-            self._spawn(self._snapshot(job))
-        for listener in self._step_listeners:
-            listener(core)
-        self._arm_timer(core)
-
-    def _send(self, send: Send) -> None:
-        request_id = send.request_id
-        extra = 0
-        if isinstance(send.request, m.FetchRequest):
-            extra = int(send.request.max_wait.total_seconds() * 1000)
-
-        def on_response(response: Any) -> None:
-            if isinstance(response, m.FetchSnapshotResponse):
-                for topic in response.topics:
-                    for p in topic.partitions:
-                        self.metrics.snapshot_bytes_fetched.inc(len(p.unaligned_records or b""))
-            self.step(lambda core, now: core.handle_response(request_id, response, now))
-
-        self.peers.send(
-            send.destination,
-            send.request,
-            on_response,
-            lambda: self.step(lambda core, now: core.handle_send_failure(request_id, now)),
-            extra,
-        )
-
-    def _reply(self, reply: Reply) -> None:
-        future = self._replies.pop(reply.handle, None)
-        if future is None or future.done():
-            return
-        response = reply.response
-        if isinstance(response, m.FetchResponse):
-            for topic in response.responses:
-                for p in topic.partitions:
-                    self.metrics.fetch_bytes.inc(len(p.records) if p.records is not None else 0)
-        elif isinstance(response, m.FetchSnapshotResponse):
-            for snapshot_topic in response.topics:
-                for chunk in snapshot_topic.partitions:
-                    self.metrics.snapshot_bytes_served.inc(len(chunk.unaligned_records or b""))
-        future.set_result(response)
+        for driver in self._drivers:
+            driver.fail_replies(error)
 
     async def handle_raft_request(self, header: Any, request: Any) -> Any:
-        """A peer's Raft RPC: into the core; the answer may come later (a parked Fetch)."""
+        """A peer's Raft RPC, into the core of the partition it names; the answer may come
+        later (a parked Fetch). The membership RPCs name none: they are the metadata
+        partition's. A partition this node does not replicate goes to the metadata core too,
+        which answers UNKNOWN_TOPIC_OR_PARTITION as for any partition not its own."""
         if self.failure is not None:
             raise ConnectionError(f"node {self.node_id} has stopped: {self.failure}")
-        self._next_handle += 1
-        handle = self._next_handle
-        future = asyncio.get_running_loop().create_future()
-        self._replies[handle] = future
-        self.step(lambda core, now: core.handle_request(handle, request, now))
-        try:
-            return await future
-        finally:
-            self._replies.pop(handle, None)
-
-    def _arm_timer(self, core: RaftCore) -> None:
-        """Makes sure a tick comes by the core's next deadline (and at least once a second)."""
-        loop = asyncio.get_running_loop()
-        now = self.now()
-        deadline = min(core.next_deadline(), self.controller.next_deadline(now) or core.next_deadline())
-        due = loop.time() + min(max(0.0, (deadline - now) / 1000), 1.0)
-        if self._timer is not None and self._timer_due <= due:
-            return  # an earlier tick is armed; it looks again when it fires
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_due = due
-        self._timer = loop.call_at(due, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        core = self.core
-        if core is None or self.stopping or self.failure is not None:
-            return
-        now = self.now()
-        if min(core.next_deadline(), self.controller.next_deadline(now) or now + 1) <= now:
-            self.step(lambda c, now: c.tick(now))
-        else:
-            self._arm_timer(core)  # woke early (the 1 s cap, or the clocks disagree by a little)
-
-    async def _flush(self) -> None:
-        """Group commit: one fsync, in a worker thread, for every append made before it began."""
-        try:
-            while self.core is not None and self.core.wants_flush and not self.stopping and self.failure is None:
-                try:
-                    await asyncio.to_thread(self.log.flush)
-                except FATAL as e:
-                    self._fail(e)
-                    return
-                self.step(lambda core, now: core.handle_flush(now))
-        finally:
-            self._flushing = False
-
-    async def _snapshot(self, job: SnapshotJob) -> None:
-        started = time.monotonic()
-        try:
-            await asyncio.to_thread(job.run)
-        except FATAL as e:  # the snapshot's file could not be written: the disk is failing
-            self.controller.finish_snapshot(job, e)
-            self._fail(e)
-            return
-        except Exception as e:  # any other failure is logged and the snapshot retried later
-            self.controller.finish_snapshot(job, e)
-            return
-        self.controller.finish_snapshot(job)
-        log.info(
-            "node %d wrote snapshot %d-%d in %.0f ms (%s)",
-            self.node_id, job.writer.snapshot_id.end_offset, job.writer.snapshot_id.epoch,
-            (time.monotonic() - started) * 1000, job.reason,
-        )
-        self.step(lambda core, now: core.tick(now))
+        named = m.named(request)
+        driver = self._routes.get(named) if named is not None else None
+        driver = driver or self.metadata
+        assert driver is not None, "requests are served once the node has started"
+        return await driver.handle_request(request)

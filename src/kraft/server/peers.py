@@ -1,17 +1,20 @@
 """Outbound connections to the other voters, for the core's requests.
 
-Two connections per peer, because a server answers the requests on one connection in
-order: replication (Fetch, FetchSnapshot) and elections (Vote, BeginQuorumEpoch,
-EndQuorumEpoch). A follower's Fetch may be parked at its leader for up to its max wait;
-on a shared connection a Vote or an EndQuorumEpoch answer would wait behind it, and an
-election would take that much longer.
+Connections per peer, because a server answers the requests on one connection in order:
+one for each partition's replication (Fetch, FetchSnapshot: the metadata partition's, each
+`__consumer_offsets` partition's) and one for elections (Vote, BeginQuorumEpoch,
+EndQuorumEpoch, of every partition; answered at once). A follower's Fetch may be parked at
+its leader for up to its max wait; on a shared connection a Vote or an EndQuorumEpoch
+answer, or another partition's Fetch, would wait behind it, and an election or that
+partition's replication would take that much longer. The cores of all partitions share
+these connections.
 
 Each connection is made on first use and made again after it breaks, with an exponential
 backoff between attempts to reach the peer (reconnect.backoff.ms 50 to
 reconnect.backoff.max.ms 1000, Kafka's defaults, but at most a quarter of the election
 timeout: a voter that restarts without knowing the leader campaigns after one election
 timeout, and without PreVote its new epoch unseats a healthy leader, so the leader must
-reach it before then). The backoff is the peer's, shared by both connections: whether
+reach it before then). The backoff is the peer's, shared by all its connections: whether
 the peer can be reached is one fact. A request that cannot be sent (no connection, or
 one not to be tried again yet), or whose connection breaks, is reported to the core as a
 send failure at once; the core decides when to try again.
@@ -47,7 +50,10 @@ REPLICATION, ELECTION = "replication", "election"
 
 def channel_of(request: Any) -> str:
     """Which of a peer's connections carries `request`."""
-    return REPLICATION if isinstance(request, (m.FetchRequest, m.FetchSnapshotRequest)) else ELECTION
+    if not isinstance(request, (m.FetchRequest, m.FetchSnapshotRequest)):
+        return ELECTION
+    named = m.named(request)
+    return REPLICATION if named is None else f"{REPLICATION} {named[0]}-{named[1]}"
 
 
 class _Channel:
@@ -66,12 +72,12 @@ class Peer:
         self.backoff_max_ms = backoff_max_ms
         self.endpoint = endpoint
         self.client_id = client_id
-        self.channels = {REPLICATION: _Channel(), ELECTION: _Channel()}
+        self.channels: dict[str, _Channel] = {}  # made on first use
         self._failures = 0
         self._next_attempt = 0.0
 
     async def connected(self, channel_name: str) -> KafkaConnection:
-        channel = self.channels[channel_name]
+        channel = self.channels.setdefault(channel_name, _Channel())
         if channel.connection is not None and not channel.connection.closed:
             return channel.connection
         if channel.connecting is None:
@@ -105,7 +111,7 @@ class Peer:
         return channel.connection
 
     def close(self) -> list[asyncio.Task]:
-        """Closes both connections; returns the attempts to connect still under way, to be
+        """Closes its connections; returns the attempts to connect still under way, to be
         cancelled and waited for (a TLS handshake or a login takes several round trips)."""
         attempts = []
         for channel in self.channels.values():

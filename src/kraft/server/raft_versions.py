@@ -189,8 +189,9 @@ class RaftVersions:
 
 def _leader_of(answer: Any) -> int:
     """The leader an answer names (-1 if none): a partition's leader_id, or its current_leader."""
-    p = m.partition_of(answer)
-    if p is None:
+    found = m.single(answer)
+    if found is None:
         return -1
+    p = found[1]
     current = getattr(p, "current_leader", None)
     return current.leader_id if current is not None else p.leader_id

@@ -6,6 +6,10 @@
     <log dir>/<topic>-<partition>/%020d.index      sparse offset index per segment
     <log dir>/<topic>-<partition>/leader-epoch-checkpoint
 
+The two offset checkpoints hold one partition each (each version the same length, see
+checkpoint.py), so a second partition in the same log dir keeps its own: `checkpoint_dir`,
+its partition directory (kraft's `__consumer_offsets` partitions beside the metadata one).
+
 Opening recovers: every batch is walked with its CRC checked against offsets and the epoch
 checkpoint. By default the recovery point is durable before `flush()` returns, so it is
 exactly what was reported flushed. Damage at or above it is what a crash leaves (a torn or
@@ -79,8 +83,12 @@ class FileLog(ReplicatedLog):
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         recovery_point_interval_ms: int = 0,
         clock: Callable[[], int] = _now_ms,
+        checkpoint_dir: Path | None = None,
     ) -> None:
+        """`checkpoint_dir`: where the log-start and recovery-point checkpoints are (default:
+        the log dir, the partition directory's parent, as Kafka has them)."""
         self.directory = Path(directory)
+        self.checkpoint_dir = checkpoint_dir if checkpoint_dir is not None else self.directory.parent
         topic, _, partition = self.directory.name.rpartition("-")
         if not topic or not partition.isdigit():
             raise ValueError(f"{self.directory}: a partition directory is named <topic>-<partition>")
@@ -135,7 +143,7 @@ class FileLog(ReplicatedLog):
         for leftover in self.directory.iterdir():
             if leftover.suffix in _LEFTOVERS:
                 fsutil.unlink(leftover)
-        for leftover in self.directory.parent.glob("*-checkpoint.*.tmp"):  # an interrupted checkpoint write
+        for leftover in self.checkpoint_dir.glob("*-checkpoint.*.tmp"):  # an interrupted checkpoint write
             fsutil.unlink(leftover, missing_ok=True)
         claimed_start = self._read_offset(LOG_START_CHECKPOINT)
         recovery_point = self._read_offset(RECOVERY_POINT_CHECKPOINT)
@@ -195,7 +203,7 @@ class FileLog(ReplicatedLog):
         self._flushed = leo
         self._recovery_point = leo
         self._recovery = InPlaceOffsetCheckpoint(
-            self.directory.parent / RECOVERY_POINT_CHECKPOINT, self.topic, self.partition, leo
+            self.checkpoint_dir / RECOVERY_POINT_CHECKPOINT, self.topic, self.partition, leo
         )
         self._recovery_point_written_ms = self.clock()
 
@@ -317,14 +325,14 @@ class FileLog(ReplicatedLog):
         """A checkpoint's offset for this partition; None if it is missing or damaged (said
         once in the log), which callers take as the conservative case."""
         try:
-            return read_offset_checkpoint(self.directory.parent / name, self.topic, self.partition)
+            return read_offset_checkpoint(self.checkpoint_dir / name, self.topic, self.partition)
         except CorruptCheckpointError as e:
             log.warning("%s; not believed: %s", e, "the whole log counts as fsynced"
                         if name == RECOVERY_POINT_CHECKPOINT else "the start comes from the log and its snapshots")
             return None
 
     def _write_offset(self, name: str, offset: int) -> None:
-        write_offset_checkpoint(self.directory.parent / name, self.topic, self.partition, offset)
+        write_offset_checkpoint(self.checkpoint_dir / name, self.topic, self.partition, offset)
 
     def _write_recovery_point(self, offset: int) -> None:
         assert self._recovery is not None

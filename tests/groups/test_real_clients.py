@@ -1,0 +1,197 @@
+"""Consumer groups on a real cluster: three node processes, each replicating
+`__consumer_offsets-0..2` as Raft logs of their own beside the metadata log, and Kafka's
+own clients (kafka-python, librdkafka through confluent-kafka, and kafkajs) consuming
+`__cluster_metadata` with a group over real TCP: finding the coordinator, joining,
+committing with the leader epoch of the last record consumed (KIP-320), a second member
+of the group resuming where the first committed, and the committed offset surviving the
+loss of the node that led its partition.
+"""
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kraft.cli.cluster_client import request, run_async
+from kraft.cli.local_cluster import LocalCluster
+from kraft.groups import OFFSETS_TOPIC, partition_for
+from kraft.protocol import ErrorCode
+from kraft.raft import messages as m
+from kraft.server.node import OFFSETS_TOPIC_ID
+
+from ..server.cluster_helpers import wait_for
+
+TOPIC = "__cluster_metadata"
+KAFKAJS = Path(__file__).with_name("kafkajs_group.js")
+GROUPS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = LocalCluster(tmp_path_factory.mktemp("groups"), voters=3, observers=0, overrides=GROUPS)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def offsets_quorum(cluster: LocalCluster, partition: int) -> Any:
+    """The DescribeQuorum answer of the leader of `__consumer_offsets-<partition>`, asked of
+    each running node's controller listener (where every node answers for its own core)."""
+    where = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, partition)
+    for node in cluster.nodes.values():
+        if not node.running:
+            continue
+        try:
+            answer = run_async(request(node.controller_port, m.describe_quorum_request(where), timeout=5))
+        except (OSError, TimeoutError):
+            continue
+        p = answer.topics[0].partitions[0]
+        if p.error_code == ErrorCode.none:
+            return p
+    return None
+
+
+def consume_some(consumer: Any, deadline_s: float = 60) -> list[Any]:
+    """kafka-python: polls until the group is joined and some records came."""
+    records: list[Any] = []
+    deadline = time.monotonic() + deadline_s
+    while not records and time.monotonic() < deadline:
+        for batch in consumer.poll(timeout_ms=500).values():
+            records += batch
+    assert records, "no records consumed through the group"
+    return records
+
+
+def test_every_node_replicates_each_offsets_partition_as_a_raft_log(cluster):
+    for p in range(3):
+        # A leader, and its LeaderChange record committed by the followers' fetches.
+        wait_for(lambda p=p: (q := offsets_quorum(cluster, p)) is not None and q.high_watermark >= 1, timeout=60,
+                 what=f"a leader of {OFFSETS_TOPIC}-{p} with a high watermark")
+        quorum = offsets_quorum(cluster, p)
+        assert sorted(v.replica_id for v in quorum.current_voters) == [1, 2, 3]
+        for node in cluster.nodes.values():
+            directory = node.data_dir / f"{OFFSETS_TOPIC}-{p}"
+            assert (directory / "quorum-state").is_file() and list(directory.glob("*.log"))
+    unknown = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, 3)  # offsets.topic.num.partitions is 3
+    answer = run_async(request(cluster.nodes[1].controller_port, m.describe_quorum_request(unknown)))
+    assert answer.topics[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_kafka_python_group_commits_with_the_leader_epoch_and_a_second_member_resumes(cluster):
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    tp = TopicPartition(TOPIC, 0)
+    first = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers(), group_id="kp-group",
+                          enable_auto_commit=False, auto_offset_reset="earliest", fetch_max_wait_ms=200)
+    try:
+        first.subscribe([TOPIC])
+        records = consume_some(first)
+        assert first.assignment() == {tp}
+        last = records[-1]
+        assert last.leader_epoch >= 1
+        first.commit({tp: OffsetAndMetadata(last.offset + 1, "kp", last.leader_epoch)})
+        committed = first.committed(tp, metadata=True)
+        assert (committed.offset, committed.metadata, committed.leader_epoch) == (
+            last.offset + 1, "kp", last.leader_epoch)
+    finally:
+        first.close()
+    second = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers(), group_id="kp-group",
+                           enable_auto_commit=False, auto_offset_reset="earliest", fetch_max_wait_ms=200)
+    try:
+        second.subscribe([TOPIC])
+        resumed = consume_some(second)
+        assert resumed[0].offset == last.offset + 1, "the second member starts at the committed offset"
+    finally:
+        second.close()
+
+
+def test_librdkafka_group_commits_and_a_second_member_resumes(cluster):
+    from confluent_kafka import Consumer, TopicPartition
+
+    def consumer() -> Consumer:
+        c = Consumer({"bootstrap.servers": cluster.bootstrap_servers(), "group.id": "rdk-group",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 200})
+        c.subscribe([TOPIC])
+        return c
+
+    def first_message(c: Consumer) -> Any:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            message = c.poll(0.5)
+            if message is not None:
+                assert message.error() is None, message.error()
+                return message
+        raise AssertionError("no message consumed through the group")
+
+    first = consumer()
+    try:
+        message = first_message(first)
+        first.commit(message=message, asynchronous=False)
+        [committed] = first.committed([TopicPartition(TOPIC, 0)], timeout=10)
+        assert committed.error is None
+        assert committed.offset == message.offset() + 1
+        assert committed.leader_epoch == message.leader_epoch() >= 1
+    finally:
+        first.close()
+    second = consumer()
+    try:
+        assert first_message(second).offset() == message.offset() + 1
+    finally:
+        second.close()
+
+
+def test_a_committed_offset_survives_the_loss_of_its_partitions_leader(tmp_path: Path):
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    group = "moving"
+    cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=0, overrides=GROUPS)
+    cluster.start()
+    try:
+        tp = TopicPartition(TOPIC, 0)
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers(), group_id=group,
+                                 enable_auto_commit=False, fetch_max_wait_ms=200)
+        try:
+            consumer.assign([tp])
+            consumer.commit({tp: OffsetAndMetadata(5, "before", 1)})
+        finally:
+            consumer.close()
+        partition = partition_for(group, 3)
+        old_leader = offsets_quorum(cluster, partition).leader_id
+        cluster.kill(old_leader)
+        wait_for(lambda: (q := offsets_quorum(cluster, partition)) is not None and q.leader_id != old_leader,
+                 timeout=60, what=f"a new leader of {OFFSETS_TOPIC}-{partition}")
+        alive = ",".join(n.client for n in cluster.nodes.values() if n.running)
+        after = KafkaConsumer(bootstrap_servers=alive, group_id=group, enable_auto_commit=False)
+        try:
+            committed = None
+            deadline = time.monotonic() + 60
+            while committed is None and time.monotonic() < deadline:
+                committed = after.committed(tp, metadata=True)
+            assert committed is not None
+            assert (committed.offset, committed.metadata, committed.leader_epoch) == (5, "before", 1)
+        finally:
+            after.close()
+    finally:
+        cluster.stop()
+
+
+def test_kafkajs_group_commits_and_a_second_member_resumes(cluster):
+    node_binary = shutil.which("node")
+    assert node_binary, "Node.js is needed for kafkajs (make test installs it and kafkajs: see the Makefile)"
+    run = subprocess.run([node_binary, str(KAFKAJS), cluster.bootstrap_servers(), "kafkajs-group"],
+                         capture_output=True, text=True, timeout=300, cwd=KAFKAJS.parents[2])
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    committed = out["first"]["offset"] + 1
+    [topic] = out["committed"]
+    assert topic["topic"] == TOPIC
+    assert [(p["partition"], int(p["offset"])) for p in topic["partitions"]] == [(0, committed)]
+    assert out["second"]["offset"] == committed, "the second member starts at the committed offset"

@@ -278,7 +278,7 @@ class RaftCore:
     def _maybe_win(self, now: int) -> None:
         """A majority's votes make a candidate the leader, and a prospective a candidate."""
         state = self.state
-        if not isinstance(state, Campaign) or len(state.granted) < self.voters.majority:
+        if not isinstance(state, Campaign) or len(state.granted & set(self.voters.ids)) < self.voters.majority:
             return
         if isinstance(state, Candidate):
             self._become_leader(state, now)
@@ -364,7 +364,7 @@ class RaftCore:
         leader_id = self.leader_id
         assert leader_id is not None
         if now >= follower.fetch_deadline:
-            if self.is_voter:
+            if self.voters.may_campaign(self.node_id):
                 if follower.leader_resigned:
                     log.info("node %d: leader %s resigned (EndQuorumEpoch); starting an election",
                              self.node_id, leader_id)
@@ -492,14 +492,15 @@ class RaftCore:
         if not leader.progress.update_high_watermark(self.log.last_flushed_offset):
             return False
         self.high_watermark = leader.progress.high_watermark
+        self.voters.committed_offset = self.high_watermark or 0
         self.commits.deliver(self.high_watermark)
         change = leader.voter_change
         if change is not None and (self.high_watermark or 0) > change.offset:
             leader.voter_change = None
             self._reply(change.handle, change.answer(ErrorCode.none))
-            if change.removes_leader:
-                log.info("node %d: its removal from the voters committed; resigning", self.node_id)
-                self._become_resigned(self._now_hint)
+        if not self.is_voter and (self.high_watermark or 0) > self.voters.latest_offset:
+            log.info("node %d: its removal from the voters committed; resigning", self.node_id)
+            self._become_resigned(self._now_hint)
         return True
 
     def _drain(self, leader: Leader, now: int) -> None:
@@ -544,15 +545,14 @@ class RaftCore:
             return self._reply(handle, self._membership_answer(request, ErrorCode.none))
         timeout_ms = int(request.timeout.total_seconds() * 1000) if hasattr(request, "timeout") else 0
         deadline = now + (timeout_ms if timeout_ms > 0 else self.config.request_timeout_ms)
-        leader.voter_change = membership.PendingChange(request, handle, offset, deadline,
-                                                       removes_leader=not changed.get(self.node_id))
+        leader.voter_change = membership.PendingChange(request, handle, offset, deadline)
 
     def _voters_changed(self, now: int) -> None:
         """The latest voter set changed (appended, truncated away or loaded from a snapshot)."""
         state = self.state
         if isinstance(state, Leader):
             state.progress.set_voters(self.voters.ids)
-        elif not self.is_voter:
+        elif not self.voters.may_campaign(self.node_id):
             self.quorum.become_observer(now)
         elif isinstance(state, Unattached) and state.election_deadline is None:
             state.election_deadline = self.quorum.election_timer(now)  # added: a voter now
@@ -658,6 +658,7 @@ class RaftCore:
                 self.voters.observe_control(p.records)
         if p.high_watermark >= 0 and (self.high_watermark is None or p.high_watermark > self.high_watermark):
             self.high_watermark = p.high_watermark
+            self.voters.committed_offset = p.high_watermark
         self.commits.deliver(self.high_watermark)
 
     # ================================================================ snapshots (KIP-630)
@@ -755,6 +756,7 @@ class RaftCore:
         self._load_snapshot(sid)
         if self.high_watermark is None or self.high_watermark < sid.end_offset:
             self.high_watermark = sid.end_offset  # a snapshot holds only committed records
+            self.voters.committed_offset = sid.end_offset
         log.info("node %d: loaded snapshot %d-%d (%s); fetching the log from %d",
                  self.node_id, sid.end_offset, sid.epoch, how, sid.end_offset)
 

@@ -59,7 +59,7 @@ class Elections:
     def start(self, now: int) -> None:
         """The timer ran out: pre-vote (or, with pre-vote off, campaign at once). A replica
         the voter set no longer names (KIP-853: removed) observes instead."""
-        if not self.voters.contains(self.node_id):
+        if not self.voters.may_campaign(self.node_id):
             self.quorum.become_observer(now)
         elif self.config.pre_vote:
             self.quorum.become_prospective(now)

@@ -51,7 +51,6 @@ class PendingChange:
     handle: Any
     offset: int
     deadline: int
-    removes_leader: bool
 
     def answer(self, error: ErrorCode, message: str | None = None) -> MembershipResponse:
         return response_for(self.request, error, message)

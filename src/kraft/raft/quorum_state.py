@@ -119,7 +119,7 @@ class QuorumState:
 
     def _unattached(self, now: int, abandoned: tuple[int, int] | None = None) -> Unattached:
         timer = self.election_timer(now)  # drawn for observers too: the random sequence is the same
-        return Unattached(timer if self.voters.contains(self.node_id) else None, abandoned)
+        return Unattached(timer if self.voters.may_campaign(self.node_id) else None, abandoned)
 
     def _candidate(self, now: int) -> Candidate:
         return Candidate(self.election_timer(now), granted={self.node_id})
@@ -142,7 +142,7 @@ class QuorumState:
             self._switch(resigned, saved.epoch, self.node_id, saved.voted_id)
         elif saved.leader_id is not None:
             self._switch(Follower(now + self.config.fetch_timeout_ms), saved.epoch, saved.leader_id, None)
-        elif saved.voted_id == self.node_id and self.voters.contains(self.node_id):
+        elif saved.voted_id == self.node_id and self.voters.may_campaign(self.node_id):
             self._switch(self._candidate(now), saved.epoch, None, self.node_id)
         elif saved.voted_id is not None:
             self._switch(Voted(self.election_timer(now)), saved.epoch, None, saved.voted_id)
@@ -233,7 +233,7 @@ class QuorumState:
         # be stale, and the candidate counts only its own set's votes; a static quorum's gate
         # refuses such votes before), and a leader whose own removal committed resigns.
         voter_only = (Role.PROSPECTIVE, Role.CANDIDATE, Role.LEADER, Role.RESIGNED)
-        if to in voter_only and not self.voters.contains(self.node_id) and (to, now_in) != (Role.RESIGNED, Role.LEADER):
+        if to in voter_only and not self.voters.may_campaign(self.node_id) and (to, now_in) != (Role.RESIGNED, Role.LEADER):
             raise InvariantViolation(f"node {self.node_id}: an observer cannot become {to.value}")
         self._switch(state, epoch, leader_id, voted_id)
 

@@ -87,6 +87,7 @@ class Voters:
         self._sets: list[VoterSet] = []
         self._kraft: list[tuple[int, int]] = []  # (offset, kraft.version) of each KRaftVersionRecord
         self.generation = 0  # bumped on every change, so users notice one cheaply
+        self.committed_offset = 0  # the high watermark as the core last knew it
 
     # ---------------------------------------------------------------- queries
 
@@ -106,6 +107,18 @@ class Voters:
 
     def contains(self, node_id: int) -> bool:
         return self.latest.get(node_id) is not None
+
+    def may_campaign(self, node_id: int) -> bool:
+        """Whether `node_id` may time out into an election: it is in the latest set, or the
+        latest change, which removes it, is not committed yet. A voter whose removal it
+        appended itself (a leader that lost leadership before the commit) still holds the
+        longest log; if it stopped campaigning, the other voters of the old set could not win
+        without it and the change could never commit. Its votes count with the latest set, so
+        a majority of that set elects it, and it resigns once the removal commits."""
+        if self.contains(node_id):
+            return True
+        return (self.latest_offset >= self.committed_offset
+                and self.at(self.latest_offset - 1).get(node_id) is not None)
 
     @property
     def kraft_version(self) -> int:

@@ -126,7 +126,7 @@ class Faults:
         if kind == "disk-loss":
             # Observers only: a voter that forgets its votes could vote twice in an epoch,
             # which Raft (and KRaft before KIP-853) cannot survive.
-            observers = [n for n in self.cluster.nodes.values() if n.node_id not in self.cluster.voter_ids and n.alive]
+            observers = [n for n in self.cluster.nodes.values() if n.node_id not in self._voters_anywhere() and n.alive]
             if observers:
                 victim = rng.choice(observers)
                 victim.lose_disk()
@@ -186,11 +186,22 @@ class Faults:
             stats.corruptions += 1
         self.clock.at(self.clock.now + length, lambda: self._restart(victim))
 
+    def _voters_anywhere(self) -> set[int]:
+        """Every node some voter set names: the newest leader's, or, with membership changes,
+        any node's latest (a removal not yet everywhere may be undone, and a stale set still
+        counts the node toward its majority); everyone while a node is down and unread."""
+        if not self.params.membership:
+            return set(self.cluster.voter_ids)
+        cores = [n.core for n in self.cluster.nodes.values()]
+        if any(core is None for core in cores):
+            return set(self.cluster.nodes)
+        return {v for core in cores if core is not None for v in core.voters.ids}
+
     def _may_rot(self, node: SimNode) -> bool:
         """Observers may always lose their data; voters only while fewer than a minority did."""
         voters = self.cluster.voter_ids
-        if self.params.membership:  # whoever was a voter may be one again: at most one damaged disk, anywhere
-            return not any(n.damaged_at is not None for n in self.cluster.nodes.values())
+        if self.params.membership:  # whoever was a voter may be one again: one damaged disk a run, anywhere
+            return self.history.stats.corruptions == 0
         if node.node_id not in voters:
             return True
         damaged = sum(1 for v in voters if self.cluster.nodes[v].damaged_at is not None)
@@ -198,7 +209,7 @@ class Faults:
 
     def _restart(self, node: SimNode) -> None:
         node.start()
-        if node.refused is not None and node.node_id not in self.cluster.voter_ids:
+        if node.refused is not None and node.node_id not in self._voters_anywhere():
             # The operator's answer to a log that refuses to open: move it away, and let
             # the node fetch everything again from the quorum.
             node.lose_disk()

@@ -163,6 +163,11 @@ def test_the_set_in_force_is_the_latest_at_or_below_an_offset_and_truncation_und
     assert voters.ids == (1, 2) and voters.latest_offset == 10
     voters.forget_before(15)  # the log starts at 15: the set at 10 is still the one in force there
     assert voters.at(15).ids == (1, 2)
+    voters.observe(30, VoterSet((voter(1),)).record())  # node 2 removed, not committed yet
+    voters.committed_offset = 25
+    assert not voters.contains(2) and voters.may_campaign(2) and not voters.may_campaign(3)
+    voters.committed_offset = 31  # committed: node 2 observes from now on
+    assert not voters.may_campaign(2) and voters.may_campaign(1)
     static = Voters(VoterSet.static((1, 2, 3)))
     assert static.ids == (1, 2, 3) and not static.is_dynamic and static.records_at(100) == ()
 

@@ -50,12 +50,17 @@ class LeaderState:
 
     def set_voters(self, voters: tuple[int, ...]) -> None:
         """The voter set changed (KIP-853): a replica's progress moves with it between voters
-        and observers, so a voter added after catching up as an observer counts at once."""
+        and observers. An added voter's position counts toward the high watermark only from
+        its next fetch: the one it had as an observer may be stale (kraft's fetches carry no
+        directory id, so an observer whose disk was replaced since looks the same), and a
+        position nothing on its disk holds any more must not commit an offset."""
         for v in [v for v in self.voter_progress if v not in voters]:
             self.observer_progress[v] = self.voter_progress.pop(v)
         for v in voters:
             if v not in self.voter_progress:
-                self.voter_progress[v] = self.observer_progress.pop(v) if v in self.observer_progress else ReplicaProgress(v)
+                progress = self.observer_progress.pop(v) if v in self.observer_progress else ReplicaProgress(v)
+                progress.end_offset = -1
+                self.voter_progress[v] = progress
         self.voters = voters
 
     def progress(self, replica_id: int) -> ReplicaProgress:

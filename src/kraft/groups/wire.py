@@ -11,6 +11,8 @@ records.py. Unknown tagged fields are skipped on read, as Kafka's readers skip t
 
 import struct
 
+from kraft.records.control import uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -113,15 +115,6 @@ class Reader:
             raise self.error(f"has {len(self.data) - self.pos} bytes after its last field")
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 class Writer:
     """Collects one key's or value's fields; `value()` joins them. A value a field cannot
     hold raises GroupRecordError naming the field."""
@@ -148,7 +141,7 @@ class Writer:
 
     def _length(self, n: int, flexible: bool, wide: bool) -> None:
         if flexible:
-            self.parts.append(_uvarint(n + 1))
+            self.parts.append(uvarint(n + 1))
         else:
             self.parts.append(_I32.pack(n) if wide else _I16.pack(n))
 

@@ -73,7 +73,7 @@ def test_loading_a_snapshot_replaces_the_image_and_the_log_goes_on_after_it(tmp_
     cache = MetadataCache()
     reader = read_snapshot(path)
     cache.load_snapshot(reader.records(), end_offset=reader.snapshot_id.end_offset, epoch=reader.snapshot_id.epoch)
-    assert cache.snapshot_records == 3 + 2 + 4 + 2 and cache.changed_records == 0
+    assert cache.changes.snapshot_records == 3 + 2 + 4 + 2 and cache.changes.count == 0
     replay(c.log[middle:], cache)
     assert cache.image.digest() == c.image.digest() and cache.offset == c.image.offset
 
@@ -83,30 +83,30 @@ def test_changed_records_count_modified_and_deleted_snapshot_records_once_and_ne
     cache = replay(c.log)
     assert cache.changed_ratio == 1.0  # no snapshot yet
     cache.snapshot_written(cache.image)
-    assert (cache.snapshot_records, cache.changed_records) == (11, 0)
+    assert (cache.changes.snapshot_records, cache.changes.count) == (11, 0)
 
     c.create("c", partitions=5)  # new: does not count
     replay(c.log, cache)
-    assert cache.changed_records == 0
+    assert cache.changes.count == 0
     snapshotted = cache.image  # a snapshot of this image is being written meanwhile
     # Three brokers and replication factor 3: every partition's ISR holds every broker.
     c.commit(ctl.fence_broker(c.image, 1))
     c.commit(ctl.fence_broker(c.image, 2))
     replay(c.log, cache)
-    assert cache.changed_records == 2 + 11  # brokers 1, 2 and all partitions, c's included:
+    assert cache.changes.count == 2 + 11  # brokers 1, 2 and all partitions, c's included:
     # added after the snapshot, then modified, they count (KIP-630)
     c.commit(ctl.fence_broker(c.image, 3))  # the same partitions again, and broker 3
     c.commit(ctl.alter_configs(c.image, ConfigResource(ConfigResourceType.TOPIC, "a"),
                                [AlterConfigOp("retention.ms", OpType.SET, "5")]))  # a new record
     replay(c.log, cache)
-    assert cache.changed_records == 3 + 11
+    assert cache.changes.count == 3 + 11
     assert cache.changed_ratio == 14 / 11
 
     cache.snapshot_written(snapshotted)  # changes after the snapshot point still count
-    assert cache.snapshot_records == snapshotted.record_count() == 11 + 1 + 5
-    assert cache.changed_records == 3 + 11
+    assert cache.changes.snapshot_records == snapshotted.record_count() == 11 + 1 + 5
+    assert cache.changes.count == 3 + 11
     cache.snapshot_written(cache.image)
-    assert cache.changed_records == 0 and cache.snapshot_records == 11 + 1 + 5 + 1
+    assert cache.changes.count == 0 and cache.changes.snapshot_records == 11 + 1 + 5 + 1
 
 
 def test_a_batch_applies_with_the_collector_paused_and_leaves_it_as_it_was():

@@ -24,14 +24,14 @@ changed-records ratio, or time). Making one is split in two so the writing can l
 core's thread: `start_snapshot` (on the core's thread) picks the image and opens the
 writer; `SnapshotJob.run` writes and freezes it from that immutable image while commits
 go on; `finish_snapshot` tells the cache and the policy, which keeps counting what was
-committed meanwhile.
+committed meanwhile. The procedure is the raft layer's `Snapshotter`, which each group
+coordinator uses too.
 """
 
 import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from kraft.controller.pending import NotControllerError, Pending
@@ -53,12 +53,13 @@ from kraft.metadata.controller import ControllerResult, check_record_count
 from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION
 from kraft.metadata.records import FeatureLevelRecord, NoOpRecord
 from kraft.raft import CommittedBatch, LeaderAndEpoch, RaftCore
+from kraft.raft.messages import METADATA
+from kraft.raft.snapshot_jobs import SnapshotJob, Snapshotter
 from kraft.raft.snapshot_policy import SnapshotPolicy
-from kraft.storage import SnapshotReader, SnapshotWriter
+from kraft.storage import SnapshotReader
 
 log = logging.getLogger("kraft.controller")
 
-SNAPSHOT_CHUNK = 10_000  # records handed to the snapshot writer at a time
 # A bound on what a batch adds to its records' values: the batch header (61 bytes) and, per
 # record, its length, attributes, timestamp and offset deltas, null key, value length and
 # header count as varints (at most 5+1+10+5+1+5+1 bytes).
@@ -68,27 +69,6 @@ _BATCH_OVERHEAD, _RECORD_OVERHEAD = 61, 28
 BOOTSTRAP_METADATA_VERSION = 7
 BOOTSTRAP_RELEASE = "3.3-IV3"  # that level's name, as kafka-storage prints it
 DEFAULT_IDLE_INTERVAL_MS = 500  # Kafka's metadata.max.idle.interval.ms
-
-
-@dataclass
-class SnapshotJob:
-    image: MetadataImage
-    writer: SnapshotWriter
-    reason: str
-
-    def run(self) -> None:
-        """Writes and freezes the snapshot; safe on another thread (the image is immutable).
-        A failure discards the unfinished file."""
-        with self.writer:
-            chunk: list[tuple[None, bytes]] = []
-            for record in snapshot_records(self.image):
-                chunk.append(record)
-                if len(chunk) >= SNAPSHOT_CHUNK:
-                    self.writer.append(chunk)
-                    chunk = []
-            if chunk:
-                self.writer.append(chunk)
-            self.writer.freeze()
 
 
 class QuorumController:
@@ -115,7 +95,7 @@ class QuorumController:
         self._working: MetadataImage | None = None  # committed image + appended, uncommitted records
         self._epoch = -1
         self._last_commit_time = 0
-        self._snapshotting = False  # a SnapshotJob is out; one at a time
+        self.snapshots = Snapshotter(self.policy, str(METADATA))
         self.bootstrap: tuple[MetadataRecord, ...] = ()  # bootstrap.checkpoint's records (the node sets them)
 
     # ---------------------------------------------------------------- the Raft listener
@@ -267,33 +247,18 @@ class QuorumController:
     # ---------------------------------------------------------------- snapshots
 
     def start_snapshot(self, now: int) -> SnapshotJob | None:
-        """A snapshot of the committed image, if the policy says one is due and none is being
-        written; call on the core's thread, then run the job anywhere and finish it here."""
-        core = self.core
+        """A snapshot of the committed image if one is due (see kraft.raft.snapshot_jobs);
+        never of an image that ends inside a batch (an open transaction's Begin)."""
         image = self.cache.image
-        if core is None or self._snapshotting or image.offset < 0 or not self.cache.batch_aligned:
+        if not self.cache.batch_aligned:
             return None
-        reason = self.policy.due(now, self.cache.changed_ratio)
-        latest = core.snapshots.latest()
-        if reason is None or (latest is not None and latest.end_offset >= image.end_offset):
-            return None
-        if image.end_offset < core.log.start_offset or image.end_offset > (core.high_watermark or 0):
-            return None
-        writer = core.create_snapshot(core.snapshot_id_at(image.end_offset), self._last_commit_time)
-        self._snapshotting = True
-        self.policy.snapshot_started(image.end_offset)
-        log.info("snapshot at offset %d started: %s", image.end_offset, reason)
-        return SnapshotJob(image, writer, reason)
+        return self.snapshots.start(self.core, image, lambda: snapshot_records(image),
+                                    changed_ratio=self.cache.changed_ratio, last_commit_time=self._last_commit_time,
+                                    now=now)
 
     def finish_snapshot(self, job: SnapshotJob, error: BaseException | None = None) -> None:
-        self._snapshotting = False
-        if error is not None:
-            log.error("snapshot at offset %d failed (retried in %d ms): %s", job.image.end_offset,
-                      self.policy.retry_backoff_ms, error)
-            self.policy.snapshot_failed()
-            return
-        self.cache.snapshot_written(job.image)
-        self.policy.snapshot_finished(job.image.end_offset)
+        if self.snapshots.finish(job, error):
+            self.cache.snapshot_written(job.image)
 
     def snapshot_now(self, now: int) -> Any:
         """start, run and finish in one go (the simulator; small images)."""

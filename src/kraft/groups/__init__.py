@@ -9,7 +9,7 @@ groups (`groups/`)".
 
 from kraft.groups.api import GroupApi, GroupContext
 from kraft.groups.config import GroupConfig
-from kraft.groups.coordinator import GroupCoordinator, GroupSnapshotJob
+from kraft.groups.coordinator import GroupCoordinator
 from kraft.groups.partition import RaftPartition
 from kraft.groups.partitioning import OFFSETS_TOPIC, partition_for
 from kraft.groups.replies import CoordinatorError, Reply
@@ -24,7 +24,6 @@ __all__ = [
     "GroupContext",
     "GroupCoordinator",
     "GroupRecordError",
-    "GroupSnapshotJob",
     "GroupsImage",
     "RaftPartition",
     "Reply",

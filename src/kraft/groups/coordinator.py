@@ -26,10 +26,8 @@ set `coordinator.core`; run each operation and `poll(now)` inside a step of that
 core's thread; treat GroupRecordError from a commit as fatal, as ReplayError.
 """
 
-import logging
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from random import Random
 from typing import Any, TypeVar
 
@@ -45,33 +43,11 @@ from kraft.groups.state import GroupsCache, GroupsImage
 from kraft.groups.wire import GroupRecordError
 from kraft.protocol import ErrorCode
 from kraft.raft import CommittedBatch, LeaderAndEpoch, RecordBatchTooLargeError
+from kraft.raft.snapshot_jobs import SnapshotJob, Snapshotter
 from kraft.raft.snapshot_policy import SnapshotPolicy
-from kraft.storage import SnapshotReader, SnapshotWriter
+from kraft.storage import SnapshotReader
 
-log = logging.getLogger("kraft.groups")
 T = TypeVar("T")
-SNAPSHOT_CHUNK = 10_000  # records handed to the snapshot writer at a time
-
-
-@dataclass
-class GroupSnapshotJob:
-    image: GroupsImage
-    writer: SnapshotWriter
-    reason: str
-
-    def run(self) -> None:
-        """Writes and freezes the snapshot; safe on another thread (the image is immutable).
-        A failure discards the unfinished file."""
-        with self.writer:
-            chunk: list[tuple[bytes, bytes]] = []
-            for record in self.image.snapshot_records():
-                chunk.append(record)
-                if len(chunk) >= SNAPSHOT_CHUNK:
-                    self.writer.append(chunk)
-                    chunk = []
-            if chunk:
-                self.writer.append(chunk)
-            self.writer.freeze()
 
 
 class GroupCoordinator:
@@ -93,7 +69,7 @@ class GroupCoordinator:
         self._given: list[tuple[Reply, Any, bool]] = []  # answers of the operation under way
         self._held: deque[tuple[int, Reply]] = deque()  # (deadline, reply) waiting for their commit
         self._last_commit_time = 0
-        self._snapshotting = False
+        self.snapshots = Snapshotter(self.policy, self.name)
 
     # ---------------------------------------------------------------- the Raft listener
 
@@ -300,31 +276,12 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- snapshots
 
-    def start_snapshot(self, now: int) -> GroupSnapshotJob | None:
-        """A snapshot of the committed image, if the policy says one is due and none is being
-        written; call on the core's thread, then run the job anywhere and finish it here."""
-        core = self.core
+    def start_snapshot(self, now: int) -> SnapshotJob | None:
+        """A snapshot of the committed image if one is due (see kraft.raft.snapshot_jobs)."""
         image = self.cache.image
-        if core is None or self._snapshotting or image.offset < 0:
-            return None
-        reason = self.policy.due(now, self.cache.changed_ratio)
-        latest = core.snapshots.latest()
-        if reason is None or (latest is not None and latest.end_offset >= image.end_offset):
-            return None
-        if image.end_offset < core.log.start_offset or image.end_offset > (core.high_watermark or 0):
-            return None
-        writer = core.create_snapshot(core.snapshot_id_at(image.end_offset), self._last_commit_time)
-        self._snapshotting = True
-        self.policy.snapshot_started(image.end_offset)
-        log.info("%s: snapshot at offset %d started: %s", self.name, image.end_offset, reason)
-        return GroupSnapshotJob(image, writer, reason)
+        return self.snapshots.start(self.core, image, image.snapshot_records, changed_ratio=self.cache.changed_ratio,
+                                    last_commit_time=self._last_commit_time, now=now)
 
-    def finish_snapshot(self, job: GroupSnapshotJob, error: BaseException | None = None) -> None:
-        self._snapshotting = False
-        if error is not None:
-            log.error("%s: snapshot at offset %d failed (retried in %d ms): %s", self.name, job.image.end_offset,
-                      self.policy.retry_backoff_ms, error)
-            self.policy.snapshot_failed()
-            return
-        self.cache.snapshot_written(job.image)
-        self.policy.snapshot_finished(job.image.end_offset)
+    def finish_snapshot(self, job: SnapshotJob, error: BaseException | None = None) -> None:
+        if self.snapshots.finish(job, error):
+            self.cache.snapshot_written(job.image)

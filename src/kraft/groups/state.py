@@ -31,6 +31,7 @@ from kraft.groups.records import (
     encode_value,
 )
 from kraft.groups.wire import GroupRecordError
+from kraft.raft.snapshot_policy import ChangedRecords
 
 TopicPartition = tuple[str, int]
 GroupOffsets = Map[TopicPartition, OffsetCommitValue]
@@ -143,9 +144,7 @@ class GroupsCache:
         self.name = name
         self.image = GroupsImage()
         self._next_offset = 0
-        self._changed: dict[Key, int] = {}  # key -> the last offset it changed at
-        self._snapshot_end = 0
-        self._snapshot_records = 0
+        self.changes = ChangedRecords()
 
     @property
     def offset(self) -> int:
@@ -161,8 +160,7 @@ class GroupsCache:
         self._check_next(base_offset, last_offset)
         decoded = decode_all(records, f"{self.name} at offsets {base_offset}-{last_offset}")
         self.image, changed = self.image.apply(decoded, last_offset)
-        for key in changed:
-            self._changed[key] = last_offset
+        self.changes.changed(changed, last_offset)
         self._next_offset = last_offset + 1
 
     def advance(self, *, base_offset: int, last_offset: int) -> None:
@@ -176,22 +174,13 @@ class GroupsCache:
         decoded = decode_all(records, f"{self.name} snapshot ending at {end_offset}")
         self.image, _ = GroupsImage().apply(decoded, end_offset - 1)
         self._next_offset = end_offset
-        self._changed.clear()
-        self._snapshot_end = end_offset
-        self._snapshot_records = self.image.record_count()
+        self.changes.loaded(end_offset, self.image.record_count())
         return self.image
 
     def snapshot_written(self, image: GroupsImage) -> None:
-        """A snapshot of `image` was frozen: changes up to it no longer count."""
-        if image.end_offset <= self._snapshot_end:
-            return
-        self._snapshot_end = image.end_offset
-        self._snapshot_records = image.record_count()
-        self._changed = {key: at for key, at in self._changed.items() if at >= image.end_offset}
+        """A snapshot of `image` was frozen."""
+        self.changes.written(image.end_offset, image.record_count())
 
     @property
     def changed_ratio(self) -> float:
-        """Changed records / the latest snapshot's records; 1.0 without a snapshot."""
-        if not self._snapshot_records:
-            return 1.0
-        return len(self._changed) / self._snapshot_records
+        return self.changes.ratio

@@ -4,9 +4,9 @@ It applies committed batches strictly in offset order, loads snapshots, and serv
 as (image, offset): an image is immutable, so a reader holds a consistent view for as long
 as it likes while the cache moves on. No threads and no IO here: the Raft listener calls it.
 
-It also counts what KIP-630's `metadata.snapshot.min.changed_records.ratio` needs: the
-snapshot records modified or deleted since the latest snapshot (`changed_records`), against
-the records that snapshot holds (`snapshot_records`).
+It also counts what KIP-630's `metadata.snapshot.min.changed_records.ratio` needs
+(`changes`, the raft layer's ChangedRecords): the snapshot records modified or deleted since
+the latest snapshot, against the records that snapshot holds.
 
 Transactions replay as Kafka's MetadataBatchLoader replays them: the records between a
 BeginTransactionRecord and its EndTransactionRecord, in one batch or many, apply together
@@ -37,14 +37,13 @@ from kraft.metadata.records import (
 )
 from kraft.metadata.serde import decode_record
 from kraft.metadata.snapshot import HasValue, load_snapshot
+from kraft.raft.snapshot_policy import ChangedRecords
 
 
 class MetadataCache:
     def __init__(self) -> None:
         self._image = MetadataImage()
-        self._changed: dict[tuple, int] = {}  # snapshot record key -> last offset it changed at
-        self._snapshot_end = 0  # end offset of the latest snapshot (0: none)
-        self._snapshot_records = 0
+        self.changes = ChangedRecords()
         self._next_offset = 0  # the offset the next batch must start at
         # Records since an unfinished Begin, with their offsets (None: no transaction open).
         self._transaction: tuple[tuple[int, MetadataRecord], ...] | None = None
@@ -106,8 +105,7 @@ class MetadataCache:
                 raise ReplayError(base_offset, e) from e
         self._image, self._transaction, self._aligned = image, transaction, aligned
         self._next_offset = last_offset + 1
-        for key in changed:
-            self._changed[key] = last_offset
+        self.changes.changed(changed, last_offset)
         return self._image
 
     def _replay(
@@ -165,38 +163,16 @@ class MetadataCache:
         self._image = load_snapshot(records, end_offset=end_offset, epoch=epoch)
         self._next_offset = end_offset
         self._transaction, self._aligned = None, True
-        self._changed.clear()
-        self._snapshot_end = end_offset
-        self._snapshot_records = self._image.record_count()
+        self.changes.loaded(end_offset, self._image.record_count())
         return self._image
 
     def snapshot_written(self, image: MetadataImage) -> None:
-        """Tells the cache a snapshot of `image` (an image it served) was frozen: changes up
-        to it no longer count, those applied since still do."""
-        if image.end_offset <= self._snapshot_end:
-            return
-        self._snapshot_end = image.end_offset
-        self._snapshot_records = image.record_count()
-        self._changed = {key: at for key, at in self._changed.items() if at >= image.end_offset}
-
-    @property
-    def snapshot_records(self) -> int:
-        """Records in the latest snapshot (0 if there is none)."""
-        return self._snapshot_records
-
-    @property
-    def changed_records(self) -> int:
-        """Snapshot records modified or deleted since the latest snapshot; records added since
-        do not count until they too are modified or deleted (KIP-630, "When to Snapshot")."""
-        return len(self._changed)
+        """Tells the cache a snapshot of `image` (an image it served) was frozen."""
+        self.changes.written(image.end_offset, image.record_count())
 
     @property
     def changed_ratio(self) -> float:
-        """changed_records / snapshot_records; 1.0 when there is no snapshot to compare with
-        (everything in the log is then new), so the byte threshold alone decides."""
-        if not self._snapshot_records:
-            return 1.0
-        return self.changed_records / self._snapshot_records
+        return self.changes.ratio
 
 
 def _replay_one(delta: MetadataDelta, record: MetadataRecord, offset: int) -> None:

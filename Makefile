@@ -15,13 +15,13 @@ CHAOS_SEED ?= 1
 FUZZ_INPUTS ?= 1000000
 FUZZ_SEED ?= 1
 
-.PHONY: demo test lint bench simulate chaos fuzz clean
+.PHONY: demo test lint bench simulate chaos fuzz clean kcat
 
 # make demo SECURE=1: the same on a secured cluster (TLS, SASL/SCRAM, ACLs; src/kraft/cli/demo_security.py).
 demo: $(CODEC)
 	$(PY) -m kraft.cli demo $(if $(filter-out 0,$(SECURE)),--secure)
 
-test: lint $(CODEC) $(NODE_CLIENTS)
+test: lint $(CODEC) $(NODE_CLIENTS) kcat
 	$(PY) -m pytest -n 2 -q
 
 # ruff, then mypy over src/kraft as [tool.mypy] in pyproject.toml sets it up (docs/architecture.md, "Types").
@@ -74,6 +74,11 @@ $(NODE_CLIENTS): package.json package-lock.json
 	command -v npm >/dev/null || { apt-get update -q && apt-get install -y -q nodejs npm; }
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+# kcat, the command-line consumer tests/groups runs in a group (librdkafka's, as Debian builds it),
+# from Debian where it is missing.
+kcat:
+	command -v kcat >/dev/null || { apt-get update -q && apt-get install -y -q kcat; }
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info demo-data node_modules

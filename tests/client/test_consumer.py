@@ -77,6 +77,29 @@ def test_resuming_from_stored_offsets_continues_exactly_there(failed_over):
     assert more[0].offset == stored.offset and more[-1].offset == hw - 1
 
 
+def test_a_position_committed_to_a_group_comes_back_with_its_epoch_and_resumes_exactly_there(failed_over):
+    """commit() and committed() through the group coordinator of a cluster that lost a node
+    (the group's coordinator may have been on it: found again), as Kafka's simple groups."""
+    cluster, _, after, _, _, stored = failed_over
+    middle = after[len(after) // 2]
+    position = OffsetAndEpoch(middle.offset + 1, middle.leader_epoch)
+    with Consumer(cluster.bootstrap_servers(), group_id="simple", fetch_max_wait_ms=100) as first:
+        first.assign([TP])
+        assert first.committed([TP]) == {TP: None}
+        first.seek(TP, position.offset, position.leader_epoch)
+        first.commit()  # where it would go on: its position, with the epoch of the record before it
+    with Consumer(cluster.bootstrap_servers(), group_id="simple", auto_offset_reset="none", include_control=True,
+                  fetch_max_wait_ms=100) as second:
+        second.assign([TP])
+        committed = second.committed([TP])[TP]
+        assert committed == position
+        second.seek(TP, committed.offset, committed.leader_epoch)
+        resumed = read_to(second, stored.offset)
+        second.commit({TP: stored})
+        assert second.committed([TP]) == {TP: stored}
+    assert [r.offset for r in resumed] == [r.offset for r in after if r.offset > middle.offset]
+
+
 def epoch_start(records: list[ConsumerRecord], epoch: int) -> int:
     return next(r.offset for r in records if r.leader_epoch == epoch)
 
@@ -289,9 +312,13 @@ def test_bad_configuration_and_use_are_clear_errors():
         Consumer("127.0.0.1:9092", auto_offset_reset="smallest")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="bootstrap_servers"):
         Consumer(" , ")
+    with pytest.raises(ValueError, match="group_id is empty"):
+        Consumer("127.0.0.1:9092", group_id="")
     consumer = Consumer("127.0.0.1:9")
     with pytest.raises(ConsumerError, match="not assigned"):
         consumer.position(TP)
+    with pytest.raises(ConsumerError, match=r"commit\(\) needs a group"):
+        consumer.commit({TP: OffsetAndEpoch(1, 1)})
     consumer.close()
     with pytest.raises(ConsumerError, match="closed"):
         consumer.poll(0)

@@ -2,8 +2,9 @@
 
 `consumer` holds the Consumer and its requests; `positions` where it is and the KIP-320 rule;
 `partition_state` each assigned partition's position and leader; `fetched` what a fetch hands
-out (records, batches, a snapshot downloaded whole); `errors` what it raises; `security` how it
-reaches a secured cluster (Kafka's security.protocol, ssl.* and sasl.* settings).
+out (records, batches, a snapshot downloaded whole); `errors` what it raises; `group_offsets`
+positions committed to a group with their epochs; `security` how it reaches a secured cluster
+(Kafka's security.protocol, ssl.* and sasl.* settings).
 """
 
 from kraft.client.consumer import Consumer

@@ -25,6 +25,13 @@ snapshot's last contained offset (its end offset - 1) and epoch and marked with 
 (`ConsumerRecord.snapshot`, `FetchedBatches.snapshot`), then the log from the snapshot's end. A snapshot deleted or a
 leader changed while it downloads starts the download again from the answer to a new fetch.
 
+A consumer made with a `group_id` commits positions, each with the epoch of the record
+before it, to that group and reads them back (Kafka's simple groups: assign, commitSync,
+committed; it never joins; `kraft.client.group_offsets`). Starting again from a committed
+position is seek(tp, offset, epoch): checked as above before anything is read, so a log
+restored or recovered past it since the commit is a LogTruncationError (or a reset), never a
+silent read of the new records at the committed offset.
+
 A secured cluster is reached with Kafka's client settings (`security`: security.protocol,
 ssl.*, sasl.*; see `kraft.client.security`), read when the consumer is made. A refused login
 or TLS handshake raises AuthenticationError, and a topic the ACLs do not let it describe or
@@ -49,6 +56,15 @@ from kraft.client.errors import (
     OffsetOutOfRangeError,
 )
 from kraft.client.fetched import ConsumerRecord, FetchedBatches, SnapshotDownload, snapshot_name
+from kraft.client.group_offsets import (
+    COORDINATOR_MOVED,
+    commit_outcome,
+    committed_of,
+    coordinator_of,
+    find_coordinator_request,
+    offset_commit_request,
+    offset_fetch_request,
+)
 from kraft.client.partition_state import NO_EPOCH, PartitionState, Reset
 from kraft.client.positions import OffsetAndEpoch, TopicPartition, diverged_at, holds
 from kraft.client.security import client_security
@@ -87,9 +103,10 @@ class Consumer:
     retrying after a leadership error or an unreachable leader, and how long calls other
     than poll() keep retrying before they raise. `snapshot_fallback`: a position below the
     log start goes on from the snapshot the log starts at (see the module docstring) instead
-    of being OFFSET_OUT_OF_RANGE. `security`: Kafka's client security settings by their
-    names (security.protocol, ssl.*, sasl.*; `kraft.client.security`); a bad one is a
-    ClientConfigError (a ValueError) naming it."""
+    of being OFFSET_OUT_OF_RANGE. `group_id`: Kafka's group.id, the group commit() and
+    committed() use (the consumer never joins it). `security`: Kafka's client security
+    settings by their names (security.protocol, ssl.*, sasl.*; `kraft.client.security`); a
+    bad one is a ClientConfigError (a ValueError) naming it."""
 
     def __init__(
         self,
@@ -105,6 +122,7 @@ class Consumer:
         default_api_timeout_ms: int = 60_000,
         include_control: bool = False,
         snapshot_fallback: bool = False,
+        group_id: str | None = None,
         security: Mapping[str, str] | None = None,
     ) -> None:
         if auto_offset_reset not in ("none", "earliest", "latest"):
@@ -113,6 +131,8 @@ class Consumer:
         self.bootstrap = [(h, int(p)) for h, _, p in (s.strip().rpartition(":") for s in servers if s.strip())]
         if not self.bootstrap:
             raise ValueError("bootstrap_servers is empty")
+        if group_id is not None and not group_id:
+            raise ValueError("group_id is empty: give the group's name, or None for a consumer that commits nothing")
         self.auto_offset_reset = auto_offset_reset
         self.client_id = client_id
         self.fetch_max_bytes = fetch_max_bytes
@@ -123,6 +143,8 @@ class Consumer:
         self.api_timeout = default_api_timeout_ms / 1000
         self.include_control = include_control
         self.snapshot_fallback = snapshot_fallback
+        self.group_id = group_id
+        self._coordinator: tuple[str, int] | None = None
         self._tls, self._login = client_security(security or {}, "kraft consumer", strict=True)
         self._loop = asyncio.new_event_loop()
         self._connections: dict[tuple[str, int], KafkaConnection] = {}
@@ -232,6 +254,21 @@ class Consumer:
         self._partitions.setdefault(tp, self._new_partition())
         return self._run(self._epoch_at(tp, offset))
 
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndEpoch] | None = None) -> None:
+        """Commits `offsets` to the consumer's group (default: next_offsets(), where each
+        partition would go on, with the epoch of the record before it), retrying through a
+        coordinator that moves until default_api_timeout_ms."""
+        group_id = self._group("commit()")
+        at = self.next_offsets() if offsets is None else dict(offsets)
+        if at:
+            self._run(self._coordinator_call("OffsetCommit", offset_commit_request(group_id, at), commit_outcome))
+
+    def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, OffsetAndEpoch | None]:
+        """The group's committed position of each partition (None if none was committed):
+        seek() to it with its epoch and the next poll checks the log still holds it."""
+        request = offset_fetch_request(self._group("committed()"), partitions)
+        return self._run(self._coordinator_call("OffsetFetch", request, committed_of))
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -258,6 +295,11 @@ class Consumer:
 
     def _api_deadline(self) -> float:
         return time.monotonic() + self.api_timeout
+
+    def _group(self, call: str) -> str:
+        if self.group_id is None:
+            raise ConsumerError(f"{call} needs a group: make the Consumer with group_id=...")
+        return self.group_id
 
     def _state(self, tp: TopicPartition) -> PartitionState:
         try:
@@ -333,16 +375,7 @@ class Consumer:
             "topics": [{"topic_id": None, "name": t} for t in topics],
             "allow_auto_topic_creation": False, "include_topic_authorized_operations": False,
         })
-        addresses = list(self._cluster.brokers.values()) + self.bootstrap
-        last: Exception | None = None
-        for address in addresses:
-            try:
-                response = await self._request(address, request)
-                break
-            except UNREACHABLE as e:
-                last = e
-        else:
-            raise ConnectionError(f"no broker answered Metadata: {last}")
+        response = await self._any_broker(request, "Metadata")
         self._cluster = _Cluster({b.node_id: (b.host, b.port) for b in response.brokers}, time.monotonic())
         for topic in response.topics:
             if topic.error_code in NOT_AUTHORIZED:
@@ -356,6 +389,41 @@ class Consumer:
                 if p.leader_epoch > state.leader_epoch:
                     state.leader_epoch = p.leader_epoch
         return response
+
+    async def _any_broker(self, request: Any, what: str) -> Any:
+        """The answer to `request` of the first broker that gives one: those the last Metadata
+        named, then the bootstrap servers."""
+        last: Exception | None = None
+        for address in list(self._cluster.brokers.values()) + self.bootstrap:
+            try:
+                return await self._request(address, request)
+            except UNREACHABLE as e:
+                last = e
+        raise ConnectionError(f"no broker answered {what}: {last}")
+
+    async def _coordinator_call(self, what: str, request: Any, read: Callable[[Any], tuple[ErrorCode, _T]]) -> _T:
+        """What `read` takes from the group coordinator's answer to `request`, asked again
+        (retry.backoff.ms apart) while the coordinator is unknown, moved, loading or
+        unreachable, until default_api_timeout_ms; another error is raised at once."""
+        deadline = self._api_deadline()
+        while True:
+            try:
+                if self._coordinator is None:
+                    error, self._coordinator = coordinator_of(
+                        await self._any_broker(find_coordinator_request(self._group(what)), "FindCoordinator"))
+                if self._coordinator is not None:
+                    error, value = read(await self._request(self._coordinator, request))
+                    if error == ErrorCode.none:
+                        return value
+                if error not in COORDINATOR_MOVED:
+                    raise _error(f"{what} (group {self.group_id})", error)
+                why = error.name
+            except UNREACHABLE as e:
+                why = str(e) or type(e).__name__
+            self._coordinator = None
+            if time.monotonic() >= deadline:
+                raise _NoAnswer(f"{what} (group {self.group_id}): no answer from its coordinator ({why})")
+            await asyncio.sleep(max(0.0, min(self.retry_backoff, deadline - time.monotonic())))
 
     # ---------------------------------------------------------------- offsets and validation
 

@@ -1,10 +1,10 @@
 """Consumer groups on a real cluster: three node processes, each replicating
 `__consumer_offsets-0..2` as Raft logs of their own beside the metadata log, and Kafka's
-own clients (kafka-python, librdkafka through confluent-kafka, and kafkajs) consuming
-`__cluster_metadata` with a group over real TCP: finding the coordinator, joining,
-committing with the leader epoch of the last record consumed (KIP-320), a second member
-of the group resuming where the first committed, and the committed offset surviving the
-loss of the node that led its partition.
+own clients (kafka-python, librdkafka through confluent-kafka, kafkajs, and kcat as a
+process) consuming `__cluster_metadata` with a group over real TCP: finding the coordinator,
+joining, committing with the leader epoch of the last record consumed (KIP-320), a second
+member of the group resuming where the first committed, and the committed offset surviving
+the loss of the node that led its partition.
 """
 
 import json
@@ -18,12 +18,14 @@ import pytest
 
 from kraft.cli.cluster_client import request, run_async
 from kraft.cli.local_cluster import LocalCluster
+from kraft.client import Consumer
+from kraft.client import TopicPartition as KraftTopicPartition
 from kraft.groups import OFFSETS_TOPIC, partition_for
 from kraft.protocol import ErrorCode
 from kraft.raft import messages as m
 from kraft.server.node import OFFSETS_TOPIC_ID
 
-from ..server.cluster_helpers import wait_for
+from ..server.cluster_helpers import create_topics, wait_for
 
 TOPIC = "__cluster_metadata"
 KAFKAJS = Path(__file__).with_name("kafkajs_group.js")
@@ -195,3 +197,31 @@ def test_kafkajs_group_commits_and_a_second_member_resumes(cluster):
     assert topic["topic"] == TOPIC
     assert [(p["partition"], int(p["offset"])) for p in topic["partitions"]] == [(0, committed)]
     assert out["second"]["offset"] == committed, "the second member starts at the committed offset"
+
+
+def test_kcat_consumes_in_a_group_and_a_second_run_resumes_at_its_commit(cluster):
+    """`kcat -G` (a librdkafka KafkaConsumer) with -e leaves at the end of the log; closing,
+    it commits where it stopped. What landed is read back with kraft's own OffsetFetch."""
+    kcat = shutil.which("kcat")
+    assert kcat, "kcat is needed (make test installs it from Debian: see the Makefile)"
+    tp = KraftTopicPartition(TOPIC, 0)
+
+    def run() -> list[int]:
+        out = subprocess.run([kcat, "-G", "kcat-group", "-b", cluster.bootstrap_servers(), "-e",
+                              "-X", "auto.offset.reset=earliest", "-f", "%o\n", TOPIC],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return [int(offset) for offset in out.stdout.split()]
+
+    first = run()
+    assert first and first == sorted(first)
+    with Consumer(cluster.bootstrap_servers(), group_id="kcat-group", fetch_max_wait_ms=100) as ours:
+        ours.assign([tp])
+        committed = ours.committed([tp])[tp]
+        assert committed is not None and committed.offset > first[-1] > 0
+        create_topics(cluster, "after-kcat", 1)  # records for the second run to find
+        ours.seek(tp, committed.offset)
+        next_record: list[Any] = []
+        wait_for(lambda: next_record.extend(ours.poll(200)) or bool(next_record), what=f"a record after offset {committed.offset}")
+    second = run()
+    assert second[0] == next_record[0].offset, "the second run starts at the committed offset (control records skipped)"

@@ -46,6 +46,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from cluster_load import MAX_RUN_S, RECORD_BYTES, percentile
 from common import RESULTS, print_table, write_results
@@ -169,21 +170,21 @@ def syncobj_levels(directory: Path) -> list[dict]:
             node.close()
 
 
-def plot(rows: list[dict], path: Path) -> None:
-    """Throughput and p99 latency against operations in flight, both systems."""
+def plot(rows: list[dict], path: Path, systems: tuple[str, ...] = ("kraft", "PySyncObj"),
+         title: str = "Throughput, 3 voters, 100-byte records") -> None:
+    """Throughput and p99 latency against operations in flight, of each system (groups_bench.py's too)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ops, p99) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for system in ("kraft", "PySyncObj"):
+    for system in systems:
         own = [r for r in rows if r["system"] == system]
         x = [r["in_flight"] for r in own]
         ops.plot(x, [r["ops_s"] for r in own], marker="o", label=system)
         p99.plot(x, [r["p99_ms"] for r in own], marker="o", label=system)
-    ops.set(xscale="log", xlabel="operations in flight", ylabel="committed operations/s",
-            title="Throughput, 3 voters, 100-byte records")
+    ops.set(xscale="log", xlabel="operations in flight", ylabel="committed operations/s", title=title)
     p99.set(xscale="log", yscale="log", xlabel="operations in flight", ylabel="p99 commit latency (ms)",
             title="p99 latency")
     for ax in (ops, p99):
@@ -198,10 +199,11 @@ def plot(rows: list[dict], path: Path) -> None:
 # ---------------------------------------------------------------- DescribeQuorum, polled fast
 
 
-async def describe(port: int) -> object:
+async def describe(port: int, where: m.LogPartition = m.METADATA) -> Any:
+    """DescribeQuorum of one partition (the metadata one unless named) asked of `port`."""
     connection = await KafkaConnection.connect("127.0.0.1", port, timeout=1.0)
     try:
-        response = await connection.request(m.describe_quorum_request(), 1.0)
+        response = await connection.request(m.describe_quorum_request(where), 1.0)
     finally:
         connection.close()
     return response.topics[0].partitions[0]
@@ -351,11 +353,17 @@ def snapshot_transfer(directory: Path) -> dict:
     }
 
 
+def empty_disk(cluster: LocalCluster, node: LocalNode) -> None:
+    """The node's data directory as a new disk: formatted, nothing else (the log-dir
+    checkpoints gone too)."""
+    shutil.rmtree(node.data_dir, ignore_errors=True)
+    format_storage(node.data_dir, cluster.cluster_id, node.node_id)
+
+
 def observer_catch_up(cluster: LocalCluster, observer: LocalNode, name: str) -> dict:
     """Starts the observer on an empty log, times its FetchSnapshot of `name` from its
     own log lines, and stops it again."""
-    shutil.rmtree(observer.data_dir, ignore_errors=True)  # the log-dir checkpoints too
-    format_storage(observer.data_dir, cluster.cluster_id, observer.node_id)
+    empty_disk(cluster, observer)
     started = time.time()
 
     def since_start(fragment: str) -> list[float]:

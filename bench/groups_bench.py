@@ -47,7 +47,7 @@ from cluster_bench import describe, empty_disk, log_times, plot
 from cluster_load import Window
 from common import RESULTS, print_table, write_results
 
-from kraft.cli.cluster_client import create_topic, leader
+from kraft.cli.cluster_client import create_topic, find_coordinator, leader
 from kraft.cli.local_cluster import LocalCluster
 from kraft.groups import OFFSETS_TOPIC, partition_for
 from kraft.protocol import ErrorCode
@@ -188,27 +188,6 @@ def group_on(partition: int, prefix: str) -> str:
     return next(g for k in range(10_000) if partition_for(g := f"{prefix}-{k}", OFFSETS_PARTITIONS) == partition)
 
 
-async def coordinator_port(cluster: LocalCluster, group: str, timeout: float = 60.0) -> int:
-    """The client port of `group`'s coordinator (FindCoordinator), once its partition has a leader."""
-    deadline = time.monotonic() + timeout
-    ports = [n.client_port for n in cluster.nodes.values() if n.running]
-    while True:
-        for port in ports:
-            try:
-                connection = await KafkaConnection.connect("127.0.0.1", port, timeout=5.0)
-            except OSError:
-                continue
-            try:
-                found = await connection.request(build_request(10, 3, {"key": group, "key_type": 0}), 5.0)
-            finally:
-                connection.close()
-            if found.error_code == ErrorCode.none:
-                return found.port
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no coordinator for group {group} after {timeout:.0f} s")
-        await asyncio.sleep(0.1)
-
-
 def offset_commit(group: str, topic: str, partitions: int) -> Callable[[int], Any]:
     """The nth OffsetCommit v8 of a simple group: offset n of each of `partitions`, epoch 1."""
 
@@ -226,13 +205,13 @@ def commit_error(answer: Any) -> int:
     return next((p.error_code for t in answer.topics for p in t.partitions if p.error_code), ErrorCode.none)
 
 
-async def committers(cluster: LocalCluster, count: int, prefix: str, topic: str, partitions: int,
-                     spread: int = OFFSETS_PARTITIONS) -> list[Writer]:
-    """`count` consumers, consumer i in a group of its own on offsets partition i mod `spread`."""
+def committers(cluster: LocalCluster, count: int, prefix: str, topic: str, partitions: int,
+               spread: int = OFFSETS_PARTITIONS) -> list[Writer]:
+    """`count` consumers, consumer i in a group of its own on offsets partition i mod `spread`,
+    each sending to its group's coordinator."""
     groups = [group_on(i % spread, f"{prefix}-{i}") for i in range(count)]
-    ports = await asyncio.gather(*(coordinator_port(cluster, g) for g in groups))
-    return [Writer(f"group {g}", port, offset_commit(g, topic, partitions), commit_error)
-            for g, port in zip(groups, ports, strict=True)]
+    return [Writer(f"group {g}", find_coordinator(cluster, g).port, offset_commit(g, topic, partitions), commit_error)
+            for g in groups]
 
 
 def config_write(topics: list[str], writer: int) -> Callable[[int], Any]:
@@ -277,7 +256,7 @@ def commit_rows(directory: Path, scale: int) -> list[dict]:
                 writers = config_writers(cluster, count, [CONFIG_TOPIC])
             else:
                 spread = 1 if kind == ONE_PARTITION else OFFSETS_PARTITIONS
-                writers = asyncio.run(committers(cluster, count, "bench", METADATA_TOPIC, 1, spread))
+                writers = committers(cluster, count, "bench", METADATA_TOPIC, 1, spread)
             result = asyncio.run(measure(writers, SECONDS * scale))
             if "error" in result:
                 raise RuntimeError(f"{kind}, {count} clients: {result['error']}")
@@ -347,11 +326,10 @@ def fill_cluster(cluster: LocalCluster, scale: int) -> None:
         created = create_topic(cluster.nodes[1].client_port, name, partitions, retry_s=60)
         if created.error_code != ErrorCode.none:
             raise RuntimeError(f"creating {name}: {ErrorCode(created.error_code).name}")
+    groups = committers(cluster, FILL_CONNECTIONS * OFFSETS_PARTITIONS, "fill", FILL_TOPIC, FILL_TOPIC_PARTITIONS)
     metadata = config_writers(cluster, FILL_CONNECTIONS, configs)
 
     async def both() -> list[float]:
-        groups = await committers(cluster, FILL_CONNECTIONS * OFFSETS_PARTITIONS, "fill", FILL_TOPIC,
-                                  FILL_TOPIC_PARTITIONS)
         return await asyncio.gather(fill(groups, FILL_COMMITS * OFFSETS_PARTITIONS * scale),
                                     fill(metadata, FILL_CONFIG_WRITES * scale))
 

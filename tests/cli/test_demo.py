@@ -1,29 +1,48 @@
 """`make demo` and `make demo SECURE=1` as a user runs them: a real cluster, to the end, with
 every node agreeing. The demo's own two-minute budget is left out here: on a loaded test
-machine it is a timing assumption, and speed belongs to the benchmarks."""
+machine it is a timing assumption, and speed belongs to the benchmarks. Both run with a wide
+console, so no line the tests look for is wrapped."""
 
 import os
+import re
 import subprocess
 import sys
+
+WIDE = {**os.environ, "COLUMNS": "400"}
+
+
+def assert_the_group_step(stdout: str) -> None:
+    """The consumer group's step: it read the metadata log, committed an offset with a
+    leader epoch, the coordinator's OffsetFetch returns both, and DescribeGroups shows the
+    group stable with its one member."""
+    read = re.search(r"consumer joined group kraft-demo, whose coordinator is the leader of __consumer_offsets-\d, "
+                     r"and read __cluster_metadata-0 to its end: \d+ records, offsets \d+ to (\d+)", stdout)
+    committed = re.search(r"committed offset (\d+) with leader epoch (\d+)", stdout)
+    fetched = re.search(r"OffsetFetch from the coordinator \(node \d\): offset (\d+), leader epoch (\d+)", stdout)
+    assert read and committed and fetched, stdout[-3000:]
+    assert int(committed[1]) == int(read[1]) + 1 and int(committed[2]) >= 1
+    assert fetched.groups() == committed.groups()
+    assert re.search(r"DescribeGroups: Stable, consumer protocol \w+, 1 member: kraft-demo-consumer from "
+                     r"/127\.0\.0\.1, subscribed to __cluster_metadata", stdout), stdout[-3000:]
 
 
 def test_the_demo_runs_and_every_node_agrees(tmp_path):
     out = subprocess.run([sys.executable, "-m", "kraft.cli", "demo", "--dir", str(tmp_path), "--time-budget", "0"],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, env=WIDE)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for step in ("registered with the active controller", "observer loaded the snapshot", "killed;",
                  "fenced", "is back, following", "All nodes agree", 'spark.read.format("kraft")', "orders-000",
                  "demo finished in"):
         assert step in out.stdout, f"missing {step!r} in the demo's output"
+    assert_the_group_step(out.stdout)
 
 
 def test_the_secure_demo_runs_refuses_what_it_must_and_every_node_agrees(tmp_path):
     """The secured cluster: SASL_SSL/SCRAM clients, an SSL controller listener, ACLs; the
-    readers log in as the restricted user; the three refusals happen (the demo fails if
-    any goes through). A wide console, so no line the test looks for is wrapped."""
+    readers (the group's consumer too) log in as the restricted user; the three refusals
+    happen (the demo fails if any goes through)."""
     out = subprocess.run([sys.executable, "-m", "kraft.cli", "demo", "--secure", "--dir", str(tmp_path),
-                          "--time-budget", "0"], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "COLUMNS": "400"})
+                          "--time-budget", "0"], capture_output=True, text=True, timeout=300, env=WIDE)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     for step in ("secured: the client listener SASL_SSL (SCRAM-SHA-512)", "registered with the active controller",
                  "observer loaded the snapshot", "is back, following", "All nodes agree",
@@ -34,3 +53,4 @@ def test_the_secure_demo_runs_refuses_what_it_must_and_every_node_agrees(tmp_pat
                  "sending Vote to the controller listener: CLUSTER_AUTHORIZATION_FAILED",
                  "task(s); as reader over SASL_SSL", "orders-000", "demo finished in"):
         assert step in out.stdout, f"missing {step!r} in the secure demo's output"
+    assert_the_group_step(out.stdout)

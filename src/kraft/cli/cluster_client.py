@@ -93,6 +93,28 @@ def create_topic_at_leader(cluster: LocalCluster, name: str, partitions: int = 1
         time.sleep(0.1)
 
 
+def find_coordinator(cluster: LocalCluster, group: str, timeout: float = 60.0, tls: ssl.SSLContext | None = None,
+                     login: ClientLogin | None = None) -> Any:
+    """FindCoordinator v3 for `group`, asked of each running node in turn until one names
+    the coordinator (the leader of the group's `__consumer_offsets` partition, once it has
+    one): the answer, with node_id, host and port."""
+    find = build_request(10, 3, {"key": group, "key_type": 0})
+    deadline = time.monotonic() + timeout
+    while True:
+        for node in cluster.nodes.values():
+            if not node.running:
+                continue
+            try:
+                found = run_async(request(node.client_port, find, 5.0, tls, login))
+            except UNREACHABLE:
+                continue
+            if found.error_code == ErrorCode.none:
+                return found
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no coordinator for group {group} after {timeout:.0f} s")
+        time.sleep(0.1)
+
+
 def scrape(cluster: LocalCluster, node_id: int) -> dict[str, float]:
     """The node's Prometheus samples at one scrape, name (labels included) -> value."""
     url = f"http://127.0.0.1:{cluster.nodes[node_id].metrics_port}/metrics"

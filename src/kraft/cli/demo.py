@@ -7,8 +7,10 @@ moves its log start past them; a fresh observer joins and catches up by FetchSna
 the leader is killed with SIGKILL and a new one elected; the old leader restarts and
 rejoins; each node's high watermark, log start offset, latest snapshot and the
 digest of its metadata image are printed side by side: the high watermark and the image
-must agree on every node, while log starts and snapshots are each replica's own. Last,
-Spark reads the live log over Kafka's protocol and a stopped node's files as the image.
+must agree on every node, while log starts and snapshots are each replica's own. A
+consumer group reads the metadata log and commits with the leader epoch, and its
+coordinator tells what it holds (demo_groups.py). Last, Spark reads the live log over
+Kafka's protocol and a stopped node's files as the image.
 
 `secure` (make demo SECURE=1) runs the same steps on a secured cluster (TLS, SASL/SCRAM,
 ACLs; see demo_security.py), with one more step that shows what the security allows and
@@ -24,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 from rich.table import Table
 
-from kraft.cli import demo_security
+from kraft.cli import demo_groups, demo_security
 from kraft.cli.cluster_client import UNREACHABLE, request, run_async, scrape
 from kraft.cli.demo_security import DemoSecurity
 from kraft.cli.local_cluster import LocalCluster
@@ -42,6 +44,8 @@ DEMO_CONFIG = {
     # need one scrape of all nodes to fall between two commits, which on a loaded machine
     # a 500 ms rhythm rarely allowed.
     "metadata.max.idle.interval.ms": "5000",
+    # The group step has one member: no wait for others to join its first rebalance.
+    "group.initial.rebalance.delay.ms": "0",
 }
 OBSERVER = 4
 TIME_BUDGET_S = 120  # issue 8: the demo finishes in under two minutes
@@ -280,20 +284,24 @@ def steps(directory: Path, secure: bool = False) -> bool:
         wait("every node's image at one offset", lambda: settled(cluster))
         console.rule("[bold]7. Where everyone stands")
         agree = summary(cluster)
+        step = 8
         if security:
-            console.rule("[bold]8. Security: a user, an ACL, and what is refused")
+            console.rule(f"[bold]{step}. Security: a user, an ACL, and what is refused")
             demo_security.show(console, cluster, security, new_leader, lambda: leader_of(cluster))
-        spark_step(cluster, new_leader, security)
+            step += 1
+        console.rule(f"[bold]{step}. A consumer group reads the metadata log and commits with the leader epoch")
+        demo_groups.show(console, cluster, security)
+        spark_step(cluster, new_leader, security, step + 1)
         return agree
     finally:
         cluster.stop()
 
 
-def spark_step(cluster: LocalCluster, node_id: int, security: DemoSecurity | None) -> None:
+def spark_step(cluster: LocalCluster, node_id: int, security: DemoSecurity | None, step: int) -> None:
     """The metadata log read live by Spark over Kafka's protocol (as the demo's reader, with
     Spark's Kafka-source security options, on a secured cluster), then, with the cluster
     stopped, one node's directory read as the metadata image."""
-    console.rule(f"[bold]{9 if security else 8}. Spark: the live log, and the metadata image from a node's files")
+    console.rule(f"[bold]{step}. Spark: the live log, and the metadata image from a node's files")
     import kraft.spark  # Spark's JVM starts only now: the steps above do not wait for it
 
     spark = kraft.spark.session("kraft-demo")

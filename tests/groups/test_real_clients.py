@@ -60,11 +60,13 @@ def offsets_quorum(cluster: LocalCluster, partition: int) -> Any:
 
 
 def consume_some(consumer: Any, deadline_s: float = 60) -> list[Any]:
-    """kafka-python: polls until the group is joined and some records came."""
+    """kafka-python: polls until the group is joined and some records came. Each poll may
+    wait long (it returns once records come): kafka-python 3.0.12 loses a rebalance whose
+    SyncGroup is in flight when a poll times out, and then never gets a partition."""
     records: list[Any] = []
     deadline = time.monotonic() + deadline_s
     while not records and time.monotonic() < deadline:
-        for batch in consumer.poll(timeout_ms=500).values():
+        for batch in consumer.poll(timeout_ms=30_000).values():
             records += batch
     assert records, "no records consumed through the group"
     return records

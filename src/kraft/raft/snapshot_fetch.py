@@ -1,9 +1,11 @@
 """FetchSnapshot (KIP-630), both ends: the leader serving chunks, the follower's download.
 
-Leader: each partition asked for is checked (the metadata partition only, the leader's
+Leader: each partition asked for is checked (the core's own partition only, the leader's
 epoch, a snapshot held, a position inside it) and then served a share of the response's
-bytes (`messages.share_bytes`, KIP-630's split between partitions). A voter served a chunk
-counts as heard from, as a Fetch does, for check quorum.
+bytes (`messages.share_bytes`, KIP-630's split between partitions). A core knows only its
+own partition, so a request naming several is split by the node (server/fetch_snapshot_batch.py),
+which shares the bytes by `wanted` and hands each core its partition with its share as the
+budget. A voter served a chunk counts as heard from, as a Fetch does, for check quorum.
 
 Follower: the download writes chunks in order into a raw writer and, at the size the leader
 names, validates and freezes it; anything unexpected (another snapshot named, a chunk past
@@ -46,12 +48,9 @@ def serve(
     answers: list[tuple[str, int, SnapshotId, _Chunk | ErrorCode]] = []
     for topic in request.topics:
         for part in topic.partitions:
-            sid = SnapshotId(max(part.snapshot_id.end_offset, 0), max(part.snapshot_id.epoch, 0))
+            sid = _snapshot_id(part)
             answers.append((topic.name, part.partition, sid, _check(topic, part, sid, fence, catalog, config)))
-    wants = [
-        min(a.reader.size - a.position, config.snapshot_partition_max_bytes) if isinstance(a, _Chunk) else 0
-        for *_, a in answers
-    ]
+    wants = [_wanted(a, config) for *_, a in answers]
     shares = m.share_bytes(min(request.max_bytes, config.snapshot_response_max_bytes), wants)
     topics: dict[str, list[m.FetchSnapshotResponsePartition]] = {}
     leader_fields = {"leader_id": leader_id, "epoch": epoch}
@@ -71,6 +70,25 @@ def serve(
         topics.setdefault(name, []).append(reply)
     served = any(isinstance(a, _Chunk) for *_, a in answers)
     return m.fetch_snapshot_response(list(topics.items())), served
+
+
+def wanted(topic: Any, part: Any, fence: Callable[[int], ErrorCode], catalog: SnapshotCatalog,
+           config: RaftConfig) -> int:
+    """The bytes one partition of a FetchSnapshot asks for, as `serve` counts them: what is
+    left of the snapshot from the position, at most replica.fetch.snapshot.max.bytes; 0 if
+    it would be answered with an error. A node that splits a request naming several
+    partitions between their cores shares the response's bytes by these (KIP-630)."""
+    return _wanted(_check(topic, part, _snapshot_id(part), fence, catalog, config), config)
+
+
+def _snapshot_id(part: Any) -> SnapshotId:
+    return SnapshotId(max(part.snapshot_id.end_offset, 0), max(part.snapshot_id.epoch, 0))
+
+
+def _wanted(answer: "_Chunk | ErrorCode", config: RaftConfig) -> int:
+    if not isinstance(answer, _Chunk):
+        return 0
+    return min(answer.reader.size - answer.position, config.snapshot_partition_max_bytes)
 
 
 def _check(topic: Any, part: Any, sid: SnapshotId, fence: Callable[[int], ErrorCode],

@@ -2,9 +2,9 @@
 
 KIP-630's four snapshot metrics (kraft.raft.metrics) plus what an operator watches on a
 quorum: the high watermark, the log's end and start offsets, the epoch and the leader,
-commit latency, and the bytes moved by Fetch and FetchSnapshot. And Kafka's own Raft
-metrics (KafkaRaftMetrics, JMX kafka.server:type=raft-metrics), under the names Prometheus's
-JMX exporter gives them (`kafka_server_raft_metrics_current_leader`...), labelled with the
+commit latency, the bytes moved by Fetch and FetchSnapshot, the partitions each FetchSnapshot
+served names. And Kafka's own Raft metrics (KafkaRaftMetrics, JMX
+kafka.server:type=raft-metrics), under the names Prometheus's JMX exporter gives them (`kafka_server_raft_metrics_current_leader`...), labelled with the
 node and its role, so dashboards made for Kafka read kraft too.
 """
 
@@ -194,6 +194,12 @@ class NodeMetrics:
         )
         self.snapshot_bytes_fetched = Counter(
             "kraft_fetch_snapshot_bytes_fetched", "Snapshot bytes received in FetchSnapshot responses", registry=r
+        )
+        self.snapshot_request_partitions = Histogram(
+            "kraft_fetch_snapshot_request_partitions",
+            "Partitions named by each FetchSnapshot request served (a lagging replica asks for all it lacks in one)",
+            registry=r,
+            buckets=(1, 2, 4, 8, 16, 64),
         )
         self.latest_snapshot_end_offset = Gauge(
             "kraft_latest_snapshot_end_offset", "End offset of the latest snapshot (-1: none)", registry=r

@@ -40,6 +40,7 @@ from kraft.raft.voters import NO_DIRECTORY
 from kraft.server.authorization import Authorization
 from kraft.server.client_api import ClientApi
 from kraft.server.config import Endpoint, ServerConfig
+from kraft.server.fetch_snapshot_batch import FetchSnapshotBatcher, partitions_named, serve_across
 from kraft.server.listener_security import ControllerConnector, controller_connector, listener_security
 from kraft.server.metrics import NodeMetrics
 from kraft.server.partition_driver import FATAL, PartitionDriver, logging_as
@@ -260,6 +261,7 @@ class KraftNode:
             c["controller.quorum.election.timeout.ms"],
             self.controller_connector,
         )
+        self.snapshot_fetches = FetchSnapshotBatcher(self.peers)
         max_frame = c["socket.request.max.bytes"]
         versions = RaftVersions(c, RAFT_APIS, self.controller_endpoints, self.voter_directories)
         if c.is_voter:
@@ -485,9 +487,17 @@ class KraftNode:
         """A peer's Raft RPC, into the core of the partition it names; the answer may come
         later (a parked Fetch). The membership RPCs name none: they are the metadata
         partition's. A partition this node does not replicate goes to the metadata core too,
-        which answers UNKNOWN_TOPIC_OR_PARTITION as for any partition not its own."""
+        which answers UNKNOWN_TOPIC_OR_PARTITION as for any partition not its own. A
+        FetchSnapshot naming several partitions is split between their cores and its bytes
+        shared (fetch_snapshot_batch.py)."""
         if self.failure is not None:
             raise ConnectionError(f"node {self.node_id} has stopped: {self.failure}")
+        if isinstance(request, m.FetchSnapshotRequest):
+            partitions = partitions_named(request)
+            self.metrics.snapshot_request_partitions.observe(partitions)
+            if partitions > 1:  # shared between the partitions' cores here (KIP-630)
+                return await serve_across(request, lambda name, index: self._routes.get((name, index)),
+                                          self.config["replica.fetch.response.max.bytes"])
         named = m.named(request)
         driver = self._routes.get(named) if named is not None else None
         driver = driver or self.metadata

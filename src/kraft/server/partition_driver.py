@@ -14,8 +14,9 @@ The timer is one loop.call_at handle, re-armed after a step only when the next d
 comes earlier than the one armed (a step is often a single request's worth of work, tens
 of thousands a second under load; the timer must cost nothing per step).
 
-What a driver needs of its node is a `DriverHost`: whether it still runs, the peers, the
-clock, and how to stop it (a fatal error in any partition stops the whole node: the
+What a driver needs of its node is a `DriverHost`: whether it still runs, the peers (and
+the batcher its FetchSnapshot requests go through, so that partitions downloading from one
+leader share a request), the clock, and how to stop it (a fatal error in any partition stops the whole node: the
 disk is shared, and a node that serves some partitions of a failing disk would hide it).
 """
 
@@ -31,6 +32,7 @@ from kraft.groups import GroupRecordError
 from kraft.metadata import ReplayError
 from kraft.raft import InvariantViolation, RaftCore, Reply, Send
 from kraft.raft import messages as m
+from kraft.server.fetch_snapshot_batch import FetchSnapshotBatcher
 from kraft.server.metrics import NodeMetrics
 from kraft.server.peers import Peers
 from kraft.storage import CorruptLogError, CorruptSnapshotError, FileLog, SnapshotWriter
@@ -97,6 +99,7 @@ class DriverHost(Protocol):
     stopping: bool
     failure: BaseException | None
     peers: Peers
+    snapshot_fetches: FetchSnapshotBatcher
     metrics: NodeMetrics
 
     def now(self) -> int: ...
@@ -185,7 +188,9 @@ class PartitionDriver:
                         metrics.snapshot_bytes_fetched.inc(len(p.unaligned_records or b""))
             self.step(lambda core, now: core.handle_response(request_id, response, now))
 
-        self.host.peers.send(
+        # A FetchSnapshot may go out with other partitions' (fetch_snapshot_batch.py).
+        sender = self.host.snapshot_fetches if isinstance(send.request, m.FetchSnapshotRequest) else self.host.peers
+        sender.send(
             send.destination,
             send.request,
             on_response,

@@ -2,7 +2,8 @@
 
 Connections per peer, because a server answers the requests on one connection in order:
 one for each partition's replication (Fetch, FetchSnapshot: the metadata partition's, each
-`__consumer_offsets` partition's) and one for elections (Vote, BeginQuorumEpoch,
+`__consumer_offsets` partition's), one for a FetchSnapshot naming several partitions
+(fetch_snapshot_batch.py) and one for elections (Vote, BeginQuorumEpoch,
 EndQuorumEpoch, of every partition; answered at once). A follower's Fetch may be parked at
 its leader for up to its max wait; on a shared connection a Vote or an EndQuorumEpoch
 answer, or another partition's Fetch, would wait behind it, and an election or that

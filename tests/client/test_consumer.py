@@ -97,7 +97,8 @@ def test_a_position_committed_to_a_group_comes_back_with_its_epoch_and_resumes_e
         resumed = read_to(second, stored.offset)
         second.commit({TP: stored})
         assert second.committed([TP]) == {TP: stored}
-    assert [r.offset for r in resumed] == [r.offset for r in after if r.offset > middle.offset]
+    # Other tests of the module may have written past `stored`: compare up to it.
+    assert [r.offset for r in resumed if r.offset < stored.offset] == [r.offset for r in after if r.offset > middle.offset]
 
 
 def epoch_start(records: list[ConsumerRecord], epoch: int) -> int:

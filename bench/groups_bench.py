@@ -5,7 +5,7 @@ against a replay of the logs.
 Commits: a 3-voter LocalCluster (real processes, real TCP on loopback, fsync on), with
 `__consumer_offsets` as 3 Raft partitions beside `__cluster_metadata`. N consumers (1, 4,
 16), each on a connection of its own to its group's coordinator (found by FindCoordinator),
-each committing one offset of `__cluster_metadata-0` with its leader epoch (OffsetCommit
+each committing one offset of `__cluster_metadata-0` with a leader epoch (OffsetCommit
 v8, a simple group: generation -1) in a closed loop: the next commit goes as soon as the
 last is answered, so the figure is the cluster's throughput with N in flight, not one
 request's latency. Consumer i's group hashes to partition i mod 3, so the groups share the

@@ -40,10 +40,20 @@ def write_checkpoint(path: Path, entries: Sequence[tuple[object, ...]]) -> None:
 
 def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
     """The entries of `path` as lists of strings, or None if it does not exist."""
+    data = _read(path)
+    return None if data is None else _entries(path, data, fields)
+
+
+def _read(path: Path) -> bytes | None:
     try:
-        text = path.read_bytes().decode()
+        return path.read_bytes()
     except FileNotFoundError:
         return None
+
+
+def _entries(path: Path, data: bytes, fields: int) -> list[list[str]]:
+    try:
+        text = data.decode()
     except UnicodeDecodeError as e:
         raise CorruptCheckpointError(f"{path}: not a text checkpoint ({e})") from None
     lines = text.splitlines()
@@ -69,16 +79,18 @@ def _offset_content(topic: str, partition: int, offset: int) -> bytes:
 def read_offset_checkpoint(path: Path, topic: str, partition: int) -> int | None:
     """One partition's offset from a log-dir level checkpoint (log start, recovery point),
     or None if the file does not exist or does not name the partition. Raises
-    CorruptCheckpointError if it does not parse or its checksum entry disagrees."""
-    entries = read_checkpoint(path, 3)
-    if entries is None:
+    CorruptCheckpointError if it does not parse or its checksum entry disagrees.
+
+    The file is read once: a node rewrites it in place while it runs, and a checksum
+    compared against a second read could belong to another version of it."""
+    data = _read(path)
+    if data is None:
         return None
     found: int | None = None
-    for name, index, offset in entries:
+    for name, index, offset in _entries(path, data, 3):
         if name == CHECKSUM_ENTRY:
-            body = path.read_bytes()
-            line = body.rfind(f"\n{CHECKSUM_ENTRY} ".encode()) + 1
-            if not offset.isdigit() or crc32c.crc32c(body[:line]) != int(offset):
+            line = data.rfind(f"\n{CHECKSUM_ENTRY} ".encode()) + 1
+            if not offset.isdigit() or crc32c.crc32c(data[:line]) != int(offset):
                 raise CorruptCheckpointError(f"{path}: checksum mismatch: the file is damaged")
             continue
         try:

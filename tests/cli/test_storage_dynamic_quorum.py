@@ -156,6 +156,30 @@ def test_no_initial_controllers_formats_without_a_voter_set(tmp_path):
     assert not (data(tmp_path, 5) / SNAPSHOT.parent).exists()
 
 
+def test_each_offsets_partition_starts_from_the_metadata_partitions_first_voters(tmp_path):
+    """Each `__consumer_offsets` partition is a dynamic Raft log of its own: the format writes
+    the same bootstrap snapshot in its directory; --no-initial-controllers writes none there
+    either (its partitions observe until their leaders add it)."""
+    listed = ",".join(f"{n}@127.0.0.1:{9092 + n}:{DIRS[n - 1]}" for n in (1, 2))
+    for node_id, flags in ((1, ("--standalone",)), (2, ("--initial-controllers", listed)), (3, ("-N",))):
+        (tmp_path / f"n{node_id}").mkdir()
+        config = node_config(tmp_path / f"n{node_id}", node_id, controller=f"127.0.0.1:{9092 + node_id}")
+        with config.open("a") as f:
+            f.write("offsets.topic.num.partitions=2\n")
+        out = storage("format", "-t", CLUSTER_ID, "-c", str(config), *flags)
+        assert out.returncode == 0, out.stderr
+        root = data(tmp_path / f"n{node_id}", node_id)
+        offsets = sorted(p.name for p in root.glob("__consumer_offsets-*"))
+        if node_id == 3:
+            assert offsets == [] and not (root / SNAPSHOT.parent).exists()
+            continue
+        assert offsets == ["__consumer_offsets-0", "__consumer_offsets-1"]
+        metadata = (root / SNAPSHOT).read_bytes()
+        for name in offsets:
+            assert [p.name for p in (root / name).iterdir()] == [SNAPSHOT.name]
+            assert (root / name / SNAPSHOT.name).read_bytes() == metadata
+
+
 def test_a_static_quorum_is_formatted_as_before_with_a_directory_id(tmp_path):
     config = node_config(tmp_path, 1, voters="1@127.0.0.1:9093", bootstrap=None)
     assert storage("format", "-t", CLUSTER_ID, "-c", str(config)).returncode == 0

@@ -20,9 +20,9 @@ from kraft.raft.membership_messages import (
     update_raft_voter_response,
 )
 from kraft.raft.voters import Voters, VoterSet, write_bootstrap
-from kraft.records.control import KRaftVersionRecord, Voter, VoterEndpoint
+from kraft.records.control import KRaftVersionRecord, Voter, VoterEndpoint, build_control_batch
 from kraft.storage import MemoryLog, MemorySnapshotStore
-from tests.raft.conftest import Node
+from tests.raft.conftest import Node, grant_votes
 
 
 def voter(node_id: int) -> Voter:
@@ -210,3 +210,27 @@ def test_a_follower_whose_entry_names_other_endpoints_asks_its_leader_once():
     follower.core.handle_response(asked.request_id, update_raft_voter_response(ErrorCode.none, leader_id=1,
                                                                                leader_epoch=1), follower.now)
     assert [type(s.request) for s in follower.sends()] == [m.FetchRequest]  # fetching again; asked once
+
+
+def test_a_replica_that_learned_the_voters_from_the_log_can_change_them_once_it_leads():
+    """Formatted --no-initial-controllers, node 2 never holds the bootstrap snapshot and its
+    KRaftVersionRecord: it fetches the log from 0, where the VotersRecord that added it is.
+    Leading after node 1 is gone, it must still take the quorum for a dynamic one."""
+    node = Node(node_id=2, voters=())
+    assert node.core.voters.kraft_version == 0 and not node.core.is_voter
+    node.request(m.begin_quorum_request("c", 1, 1))
+    (fetching,) = node.sends(m.FetchRequest)
+    added = build_control_batch(VoterSet((voter(1), voter(2))).record(), base_offset=0, partition_leader_epoch=1)
+    node.core.handle_response(fetching.request_id, m.fetch_response(
+        ErrorCode.none, leader_id=1, epoch=1, high_watermark=1, log_start_offset=0, records=bytes(added)), node.now)
+    node.flush()
+    assert node.core.voters.ids == (1, 2) and node.core.voters.kraft_version == 1
+    node.advance(5000)  # node 1 is gone: node 2 pre-votes, then campaigns, and 1's votes elect it
+    grant_votes(node, voters=(1,))
+    grant_votes(node, voters=(1,))
+    assert node.core.role == Role.LEADER
+    node.flush()
+    fetch(node, 1, node.core.log.end_offset, node.core.epoch)  # its epoch's LeaderChange committed
+    caught_up(node, 3)
+    assert node.request(add(3), handle="add") is None  # appended: not UNSUPPORTED_VERSION
+    assert node.core.voters.ids == (1, 2, 3)

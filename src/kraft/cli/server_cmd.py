@@ -20,6 +20,7 @@ from kraft.metadata.records import FeatureLevelRecord
 from kraft.raft.messages import METADATA
 from kraft.server.config import ConfigError, read_config, unused_keys_warning
 from kraft.server.node import KraftNode
+from kraft.server.offsets_voters import write_bootstrap_snapshots
 from kraft.server.partition_driver import LOG_PARTITION
 from kraft.storage import StorageError
 from kraft.storage.bootstrap_snapshot import write_bootstrap_snapshot
@@ -187,8 +188,10 @@ def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool, ad
             if credentials:
                 write_bootstrap(config.log_dir, [
                     FeatureLevelRecord(name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION), *credentials])
-            if plan is not None:
-                write_bootstrap_snapshot(config.log_dir, plan.voters(), int(time.time() * 1000))
+            if plan is not None:  # the metadata partition's first voters, and each offsets partition's
+                now = int(time.time() * 1000)
+                write_bootstrap_snapshot(config.log_dir, plan.voters(), now)
+                write_bootstrap_snapshots(config.log_dir, plan.voters(), config["offsets.topic.num.partitions"], now)
 
         with DirectoryLock(config.log_dir):
             formatted = format_storage(config.log_dir, cluster_id, config.node_id, ignore_formatted=ignore_formatted,

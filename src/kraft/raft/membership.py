@@ -56,6 +56,14 @@ class PendingChange:
         return response_for(self.request, error, message)
 
 
+def caught_up(progress: LeaderState, node_id: int, fetch_timeout_ms: int, now: int) -> bool:
+    """Whether `node_id` may be added: an observer of this leader that reached its log end
+    within a fetch timeout (Kafka's rule; the `__consumer_offsets` voters' mirror asks it too,
+    to add a ready voter before waiting on one that is not)."""
+    state = progress.observer_progress.get(node_id)
+    return state is not None and state.last_caught_up_ms >= now - fetch_timeout_ms
+
+
 def refusal(
     request: MembershipRequest,
     voters: Voters,
@@ -83,8 +91,7 @@ def refusal(
             return ErrorCode.duplicate_voter, f"node {request.voter_id} is already a voter in {list(latest.ids)}"
         if not request.listeners:
             return ErrorCode.invalid_request, f"no endpoints given for node {request.voter_id}"
-        state = progress.observer_progress.get(request.voter_id)
-        if state is None or state.last_caught_up_ms < now - fetch_timeout_ms:
+        if not caught_up(progress, request.voter_id, fetch_timeout_ms, now):
             return ErrorCode.request_timed_out, (
                 f"node {request.voter_id} is lagging behind: it must fetch as an observer and catch up first")
         return None

@@ -122,13 +122,21 @@ class Voters:
 
     @property
     def kraft_version(self) -> int:
-        return self._kraft[-1][1] if self._kraft else KRAFT_VERSION_STATIC
+        """The latest KRaftVersionRecord's; without one, 1 if a VotersRecord is in the log (only
+        kraft.version 1 writes them). A replica formatted with --no-initial-controllers
+        fetches the log from its start, and the first voters' KRaftVersionRecord is only in
+        the bootstrap snapshot (kraft's leaders do not copy it into the log at their first
+        epoch, as Kafka's do): once the node that was formatted with it is gone, a leader
+        among the others would take the quorum for a static one and refuse every change."""
+        if self._kraft:
+            return self._kraft[-1][1]
+        return KRAFT_VERSION_DYNAMIC if self._sets else KRAFT_VERSION_STATIC
 
     @property
     def is_dynamic(self) -> bool:
         """Whether the voter set can change: not controller.quorum.voters (a replica that has
         none learns its set from the log, which may not have reached it yet)."""
-        return self._static is None or self.kraft_version >= KRAFT_VERSION_DYNAMIC or bool(self._sets)
+        return self._static is None or self.kraft_version >= KRAFT_VERSION_DYNAMIC
 
     @property
     def latest_offset(self) -> int:

@@ -1,12 +1,13 @@
 """One kraft node: Raft partitions driven by asyncio, on Kafka's wire protocol.
 
 The node owns the clock, the sockets and the disk; the cores decide. It replicates
-`__cluster_metadata-0`, whose state machine is the QuorumController, and (with a static
-quorum) the `offsets.topic.num.partitions` partitions of `__consumer_offsets`, each a Raft
-log of its own on the same voters whose state machine is that partition's
-GroupCoordinator. Each partition is driven by a PartitionDriver (partition_driver.py:
-step, timer, flush, snapshot job); they share the peer connections, the listeners and the
-node's fate (a fatal error in one stops the node).
+`__cluster_metadata-0`, whose state machine is the QuorumController, and the
+`offsets.topic.num.partitions` partitions of `__consumer_offsets`, each a Raft log of its
+own on the same voters (on a dynamic quorum, voters that follow the metadata partition's:
+offsets_voters.py) whose state machine is that partition's GroupCoordinator. Each
+partition is driven by a PartitionDriver (partition_driver.py: step, timer, flush, snapshot
+job); they share the peer connections, the listeners and the node's fate (a fatal error in
+one stops the node).
 
 Two listeners: the controller listener (controller.listener.names) serves the Raft RPCs
 to peers, each routed to the core of the partition it names; the client listener serves
@@ -37,6 +38,7 @@ from kraft.raft import messages as m
 from kraft.raft.epochs import EpochHistory
 from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.raft.voters import NO_DIRECTORY
+from kraft.server import offsets_voters
 from kraft.server.authorization import Authorization
 from kraft.server.client_api import ClientApi
 from kraft.server.config import Endpoint, ServerConfig
@@ -112,6 +114,7 @@ class KraftNode:
         self.coordinators: dict[int, GroupCoordinator] = {}  # by __consumer_offsets partition
         self.offsets: dict[int, PartitionDriver] = {}
         self._routes: dict[tuple[Any, int], PartitionDriver] = {}  # (topic name or id, index) -> its driver
+        self._endpoints_known: dict[int, Endpoint] = {}  # each peer's last endpoint found (dynamic quorum)
         self.stopping = False
         self.failure: BaseException | None = None
         self.failed = asyncio.Event()  # set with `failure`, so the process exits without polling
@@ -152,7 +155,13 @@ class KraftNode:
         if node_id <= -2:
             servers = self.config.bootstrap_servers
             return servers[-2 - node_id] if -2 - node_id < len(servers) else None
-        return self.controller_endpoints().get(node_id) or self.peers.learned.get(node_id)
+        found = self.controller_endpoints().get(node_id) or self.peers.learned.get(node_id)
+        if not self.config.voters:  # dynamic: a peer may be in no set the metadata log names now
+            found = found or offsets_voters.voter_endpoint(self.offsets.values(), node_id, self.config) \
+                or self._endpoints_known.get(node_id)
+            if found is not None:
+                self._endpoints_known[node_id] = found
+        return found
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -207,15 +216,11 @@ class KraftNode:
 
     def _start_offsets_partitions(self) -> None:
         """`__consumer_offsets-<p>` for p < offsets.topic.num.partitions: a Raft log each, in
-        its own directory, on the voters of controller.quorum.voters, with the metadata
-        partition's timeouts, snapshot and retention settings; its GroupCoordinator its
-        state machine. A dynamic quorum (KIP-853) has none: its voters live in the metadata
-        log, and moving each offsets partition's voters with them is not built."""
+        its own directory, with the metadata partition's timeouts, snapshot and retention
+        settings; its GroupCoordinator its state machine. Its voters are controller.quorum.voters,
+        or on a dynamic quorum (KIP-853) its own log's, which follow the metadata partition's
+        (offsets_voters.py; an observer finds its leaders through the bootstrap servers)."""
         c = self.config
-        if not c.voters:
-            log.warning("node %d: a dynamic quorum serves no consumer groups (the %s partitions need "
-                        "controller.quorum.voters)", self.node_id, OFFSETS_TOPIC)
-            return
         groups = GroupConfig(
             min_session_timeout_ms=c["group.min.session.timeout.ms"],
             max_session_timeout_ms=c["group.max.session.timeout.ms"],
@@ -224,9 +229,9 @@ class KraftNode:
             offset_metadata_max_bytes=c["offset.metadata.max.bytes"],
             commit_timeout_ms=c["offsets.commit.timeout.ms"],
         )
-        base = replace(self.raft_config(), directory_id=None, endpoints=(), bootstrap_servers=0)
+        base = replace(self.raft_config(), directory_id=None, endpoints=())
         for p in range(c["offsets.topic.num.partitions"]):
-            directory = c.log_dir / f"{OFFSETS_TOPIC}-{p}"
+            directory = c.log_dir / offsets_voters.partition_dir(p)
             where = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, p)
             coordinator = GroupCoordinator(p, groups, self._snapshot_policy(), rng=Random())
             with logging_as(where):  # opening the log and the quorum state may log a recovery
@@ -299,6 +304,10 @@ class KraftNode:
         self.client_api.start()
         for driver in self._drivers:
             driver.start()
+        if not c.voters:
+            self.spawn(offsets_voters.OffsetsVoters(
+                self.node_id, self.cluster_id, self.metadata, self.offsets, c["controller.quorum.fetch.timeout.ms"],
+                c["controller.quorum.request.timeout.ms"], self.now, self.spawn).run())
         log.info(
             "node %d started: cluster %s, voters %s, log %s, %d %s partitions, controller listener %s, "
             "client listener %s, metrics port %s", self.node_id, self.cluster_id, sorted(self.controller_endpoints()),

@@ -49,14 +49,17 @@ def bootstrap_snapshot_bytes(voters: Sequence[Voter], timestamp_ms: int) -> byte
                                                                          timestamp_ms))
 
 
-def bootstrap_snapshot_path(log_dir: Path) -> Path:
-    return Path(log_dir) / METADATA_PARTITION_DIR / snapshot_file_name(BOOTSTRAP_SNAPSHOT_ID)
+def bootstrap_snapshot_path(log_dir: Path, partition_dir: str = METADATA_PARTITION_DIR) -> Path:
+    return Path(log_dir) / partition_dir / snapshot_file_name(BOOTSTRAP_SNAPSHOT_ID)
 
 
-def write_bootstrap_snapshot(log_dir: Path, voters: Sequence[Voter], timestamp_ms: int) -> Path:
+def write_bootstrap_snapshot(log_dir: Path, voters: Sequence[Voter], timestamp_ms: int,
+                             partition_dir: str = METADATA_PARTITION_DIR) -> Path:
     """Writes the snapshot whole: fsynced under a temporary name, then renamed, so a crash
-    leaves no partial `.checkpoint` (a few hundred bytes: no `.part` to resume)."""
-    path = bootstrap_snapshot_path(log_dir)
+    leaves no partial `.checkpoint` (a few hundred bytes: no `.part` to resume).
+    `partition_dir`: the metadata partition's, or another dynamic Raft log's beside it (each
+    `__consumer_offsets` partition starts from the same first voters)."""
+    path = bootstrap_snapshot_path(log_dir, partition_dir)
     if not path.parent.is_dir():
         path.parent.mkdir(parents=True)
         fsutil.fsync_dir(path.parent.parent)

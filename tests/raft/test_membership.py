@@ -212,10 +212,10 @@ def test_a_follower_whose_entry_names_other_endpoints_asks_its_leader_once():
     assert [type(s.request) for s in follower.sends()] == [m.FetchRequest]  # fetching again; asked once
 
 
-def test_a_replica_that_learned_the_voters_from_the_log_can_change_them_once_it_leads():
-    """Formatted --no-initial-controllers, node 2 never holds the bootstrap snapshot and its
-    KRaftVersionRecord: it fetches the log from 0, where the VotersRecord that added it is.
-    Leading after node 1 is gone, it must still take the quorum for a dynamic one."""
+def leader_that_learned_the_voters_from_the_log() -> Node:
+    """Node 2, formatted --no-initial-controllers: it never holds the bootstrap snapshot and
+    its KRaftVersionRecord, but fetches the log from 0, where the VotersRecord that added it
+    is (high watermark 1, as a follower), and then leads epoch 2 after node 1 is gone."""
     node = Node(node_id=2, voters=())
     assert node.core.voters.kraft_version == 0 and not node.core.is_voter
     node.request(m.begin_quorum_request("c", 1, 1))
@@ -230,7 +230,30 @@ def test_a_replica_that_learned_the_voters_from_the_log_can_change_them_once_it_
     grant_votes(node, voters=(1,))
     assert node.core.role == Role.LEADER
     node.flush()
+    return node
+
+
+def test_a_replica_that_learned_the_voters_from_the_log_can_change_them_once_it_leads():
+    """Leading, it must still take the quorum for a dynamic one."""
+    node = leader_that_learned_the_voters_from_the_log()
     fetch(node, 1, node.core.log.end_offset, node.core.epoch)  # its epoch's LeaderChange committed
     caught_up(node, 3)
     assert node.request(add(3), handle="add") is None  # appended: not UNSUPPORTED_VERSION
+    assert node.core.voters.ids == (1, 2, 3)
+
+
+def test_a_new_leader_changes_no_voter_before_it_commits_in_its_own_epoch():
+    """The high watermark it kept as a follower says nothing of its own epoch: until its
+    LeaderChange commits, a change could overlap one an earlier leader appended and this
+    one has not seen committed (Raft's single-server changes need the leader to have
+    committed in its term first; Kafka checks the leader's own high watermark)."""
+    node = leader_that_learned_the_voters_from_the_log()
+    assert node.core.high_watermark == 1 and node.core.leader_state.high_watermark is None
+    caught_up(node, 3)
+    refused = node.request(add(3), handle="add")
+    assert refused is not None and refused.error_code == ErrorCode.request_timed_out
+    assert node.core.voters.ids == (1, 2)
+    fetch(node, 1, node.core.log.end_offset, node.core.epoch)  # now it has committed in epoch 2
+    caught_up(node, 3)
+    assert node.request(add(3), handle="add") is None
     assert node.core.voters.ids == (1, 2, 3)

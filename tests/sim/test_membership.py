@@ -13,7 +13,10 @@ MEMBERSHIP = SimParams(membership=True)
 
 @pytest.mark.parametrize("mix", MIXES)
 def test_voters_change_under_every_fault_mix(mix):
-    stats = [Simulation(seed, mix, MEMBERSHIP).run() for seed in range(2)]
+    # Four seeds: under the harshest mix ("all") a seed may end with every change refused
+    # (a new leader changes nothing before it commits in its own epoch, and there it often
+    # cannot), and the point here is that changes go through, not that one seed has any.
+    stats = [Simulation(seed, mix, MEMBERSHIP).run() for seed in range(4)]
     assert sum(s.voter_changes for s in stats) > 0  # the changes happened, not only were refused
     assert sum(s.acknowledged for s in stats) > 0
 

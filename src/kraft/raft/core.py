@@ -529,7 +529,7 @@ class RaftCore:
             return self._reply(handle, self._membership_answer(
                 request, ErrorCode.not_leader_or_follower,
                 f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})"))
-        why = membership.refusal(request, self.voters, leader.progress, leader.voter_change, self.high_watermark,
+        why = membership.refusal(request, self.voters, leader.progress, leader.voter_change,
                                  self.config.fetch_timeout_ms, now)
         if why is not None:
             return self._reply(handle, self._membership_answer(request, *why))

@@ -69,14 +69,16 @@ def refusal(
     voters: Voters,
     progress: LeaderState,
     pending: PendingChange | None,
-    high_watermark: int | None,
     fetch_timeout_ms: int,
     now: int,
 ) -> tuple[ErrorCode, str] | None:
     """Why the leader cannot make this change now (None: it can). The cluster id and the
-    leadership are the caller's to check first."""
+    leadership are the caller's to check first. The high watermark is the leader's own (in
+    its epoch), never the one it kept from following: until it has committed in its epoch,
+    a change of an earlier leader's that it has not seen committed may still be in force."""
     if pending is not None:
         return ErrorCode.request_timed_out, "waiting for the previous voter change to commit"
+    high_watermark = progress.high_watermark
     if high_watermark is None:
         return ErrorCode.request_timed_out, "the leader has no high watermark in its epoch yet"
     if voters.kraft_version < KRAFT_VERSION_DYNAMIC:

@@ -15,15 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kraft.cli.cluster_client import request, run_async
 from kraft.cli.local_cluster import LOCAL_DEFAULTS, free_port
-from kraft.groups import OFFSETS_TOPIC
-from kraft.protocol import ErrorCode
-from kraft.raft import messages as m
-from kraft.server.node import OFFSETS_TOPIC_ID
 from kraft.storage.meta_properties import kafka_text, random_cluster_id, read_directory_id
 
-from ..server.cluster_helpers import wait_for
+from ..server.cluster_helpers import offsets_quorum, wait_for
 
 TOPIC = "__cluster_metadata"
 PARTITIONS = 3
@@ -85,18 +80,7 @@ class DynamicCluster:
         return kraft("metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{self.ports[via][0]}", *args)
 
     def offsets_quorum(self, partition: int) -> Any:
-        """The DescribeQuorum answer of the leader of `__consumer_offsets-<partition>`, asked of
-        each running node's controller listener (each answers for its own core)."""
-        where = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, partition)
-        for n in self.processes:
-            try:
-                answer = run_async(request(self.ports[n][0], m.describe_quorum_request(where), timeout=5))
-            except (OSError, TimeoutError):
-                continue
-            p = answer.topics[0].partitions[0]
-            if p.error_code == ErrorCode.none:
-                return p
-        return None
+        return offsets_quorum([self.ports[n][0] for n in self.processes], partition)
 
     def offsets_voters(self) -> list[list[int]]:
         """Each offsets partition's voters as its leader reports them ([] if it has none)."""

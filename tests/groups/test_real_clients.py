@@ -26,6 +26,7 @@ from kraft.raft import messages as m
 from kraft.server.node import OFFSETS_TOPIC_ID
 
 from ..server.cluster_helpers import create_topics, wait_for
+from ..server.cluster_helpers import offsets_quorum as cluster_offsets_quorum
 
 TOPIC = "__cluster_metadata"
 KAFKAJS = Path(__file__).with_name("kafkajs_group.js")
@@ -43,20 +44,7 @@ def cluster(tmp_path_factory):
 
 
 def offsets_quorum(cluster: LocalCluster, partition: int) -> Any:
-    """The DescribeQuorum answer of the leader of `__consumer_offsets-<partition>`, asked of
-    each running node's controller listener (where every node answers for its own core)."""
-    where = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, partition)
-    for node in cluster.nodes.values():
-        if not node.running:
-            continue
-        try:
-            answer = run_async(request(node.controller_port, m.describe_quorum_request(where), timeout=5))
-        except (OSError, TimeoutError):
-            continue
-        p = answer.topics[0].partitions[0]
-        if p.error_code == ErrorCode.none:
-            return p
-    return None
+    return cluster_offsets_quorum([n.controller_port for n in cluster.nodes.values() if n.running], partition)
 
 
 def consume_some(consumer: Any, deadline_s: float = 60) -> list[Any]:

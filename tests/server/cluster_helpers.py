@@ -4,14 +4,18 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from kraft.cli.cluster_client import create_topic_at_leader, describe_quorum
+from kraft.cli.cluster_client import create_topic_at_leader, describe_quorum, request, run_async
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer, TopicPartition
+from kraft.groups import OFFSETS_TOPIC
 from kraft.protocol import ErrorCode
+from kraft.raft import messages as m
+from kraft.server.node import OFFSETS_TOPIC_ID
 
 # No NoOps while idle (Kafka writes one every metadata.max.idle.interval.ms): for tests that
 # need a log at rest, to compare figures between two reads or to see it empty after a snapshot.
@@ -24,6 +28,21 @@ TRIMMED = {
     "metadata.max.retention.bytes": "1",  # retention moves the log start to the latest snapshot
 }
 METADATA_TP = TopicPartition("__cluster_metadata", 0)
+
+
+def offsets_quorum(controller_ports: Iterable[int], partition: int) -> Any:
+    """The DescribeQuorum answer of the leader of `__consumer_offsets-<partition>`, asked of
+    each controller listener in turn (each node answers for its own core; None if none leads)."""
+    where = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, partition)
+    for port in controller_ports:
+        try:
+            answer = run_async(request(port, m.describe_quorum_request(where), timeout=5))
+        except (OSError, TimeoutError):
+            continue
+        p = answer.topics[0].partitions[0]
+        if p.error_code == ErrorCode.none:
+            return p
+    return None
 
 
 def log_ends(cluster: LocalCluster) -> tuple[int, int]:

@@ -22,3 +22,19 @@ def cluster(tmp_path):
     c.start()
     yield c
     c.stop()
+
+
+@pytest.fixture
+def node(tmp_path):
+    """One voter run in a thread of the test process (test_listeners.NodeThread), which
+    snapshots every 2000 bytes."""
+    from .cluster_helpers import QUIET
+    from .test_listeners import NodeThread
+
+    n = NodeThread(tmp_path / "data", {
+        "metadata.log.max.record.bytes.between.snapshots": "2000",
+        "metadata.snapshot.min.changed_records.ratio": "0",
+        **QUIET,
+    })
+    yield n
+    n.close()

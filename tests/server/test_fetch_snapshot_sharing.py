@@ -16,8 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from kraft.cli.cluster_client import create_topic, metric, request, run_async, scrape
 from kraft.cli.local_cluster import LocalCluster
 from kraft.groups import OFFSETS_TOPIC, partition_for
@@ -30,7 +28,7 @@ from kraft.storage import parse_snapshot_file_name
 from kraft.storage.checkpoint import read_offset_checkpoint
 
 from .cluster_helpers import QUIET, wait_for
-from .test_listeners import OBSERVER_ID, NodeThread
+from .test_listeners import OBSERVER_ID
 
 METADATA = m.METADATA_TOPIC
 NOT_YET = (ErrorCode.coordinator_not_available, ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress)
@@ -78,17 +76,6 @@ def first_come(total: int, wants: list[int]) -> list[int]:
         shares.append(min(want, total))
         total -= shares[-1]
     return shares
-
-
-@pytest.fixture
-def node(tmp_path):
-    n = NodeThread(tmp_path / "data", {
-        "metadata.log.max.record.bytes.between.snapshots": "2000",
-        "metadata.snapshot.min.changed_records.ratio": "0",
-        **QUIET,
-    })
-    yield n
-    n.close()
 
 
 def test_the_leader_shares_a_multi_partition_fetch_snapshot_as_kip_630_says(node):

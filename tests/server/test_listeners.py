@@ -22,7 +22,7 @@ from kraft.server.peers import Peers
 from kraft.storage import parse_snapshot_file_name
 from kraft.storage.meta_properties import format_storage
 
-from .cluster_helpers import QUIET, wait_for
+from .cluster_helpers import wait_for
 
 OBSERVER_ID = 9  # a replica the node has never heard of fetches as an observer would
 
@@ -63,17 +63,6 @@ class NodeThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
-
-
-@pytest.fixture
-def node(tmp_path):
-    n = NodeThread(tmp_path / "data", {
-        "metadata.log.max.record.bytes.between.snapshots": "2000",
-        "metadata.snapshot.min.changed_records.ratio": "0",
-        **QUIET,
-    })
-    yield n
-    n.close()
 
 
 def test_a_fetch_snapshot_chunk_goes_from_file_to_socket_by_sendfile(node, monkeypatch):

@@ -148,7 +148,10 @@ def topics_in_log(partition_dir) -> set[str]:
 
 # Timers far longer than a handover: fetch.timeout.ms is how long a follower waits for its
 # leader before it may campaign, so only EndQuorumEpoch can get a successor elected sooner.
-SLOW_TIMERS = {"controller.quorum.fetch.timeout.ms": "5000", "controller.quorum.election.timeout.ms": "5000"}
+# Whether it did is read from the followers' logs (a follower whose fetch timeout ran out
+# logs "no answer from leader"), not from a clock: a loaded machine may take longer than
+# any timer to stop a process and to answer the test's DescribeQuorum.
+SLOW_TIMERS = {"controller.quorum.fetch.timeout.ms": "20000", "controller.quorum.election.timeout.ms": "5000"}
 
 
 def test_graceful_stop_of_the_leader_hands_over_without_an_election_timeout(tmp_path):
@@ -156,13 +159,9 @@ def test_graceful_stop_of_the_leader_hands_over_without_an_election_timeout(tmp_
     c.start()
     try:
         leader_id, epoch = leader(c, timeout=60)
-        stopped_at = time.monotonic()
         c.stop(leader_id)
         new_leader, new_epoch = leader(c, exclude=(leader_id,), timeout=60)
-        elapsed = time.monotonic() - stopped_at
         assert new_epoch > epoch
-        fetch_timeout = int(SLOW_TIMERS["controller.quorum.fetch.timeout.ms"]) / 1000
-        assert elapsed < fetch_timeout, f"{elapsed:.2f} s: EndQuorumEpoch should beat the fetch timeout"
         assert f"resigned as leader of epoch {epoch}" in c.nodes[leader_id].log_path.read_text()
         assert f"elected leader of epoch {new_epoch}" in c.nodes[new_leader].log_path.read_text()
         followers = [n for n in c.nodes.values() if n.node_id != leader_id]

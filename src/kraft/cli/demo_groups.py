@@ -82,7 +82,10 @@ def read_to_the_end(consumer: Any, partition: Any, timeout: float = 60.0) -> tup
     while last is None or end is None or consumer.position(partition) < end:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the group's consumer did not read {TOPIC} to its end within {timeout:.0f} s")
-        records = consumer.poll(timeout_ms=500).get(partition, [])
+        # Long polls (they return once records come): kafka-python 3.0.12 loses a rebalance
+        # whose SyncGroup is in flight when a poll times out, and then never gets the partition.
+        wait_ms = int(max(0.1, min(30.0, deadline - time.monotonic())) * 1000)
+        records = consumer.poll(timeout_ms=wait_ms).get(partition, [])
         if records:
             first = records[0].offset if last is None else first
             last, count = records[-1], count + len(records)

@@ -13,7 +13,8 @@ that offset, position unchanged; "earliest" / "latest": the position moves back 
 with the leader's epoch (Kafka's seekValidated), and a warning says so. UNKNOWN_LEADER_EPOCH,
 FENCED_LEADER_EPOCH and unreachable leaders are retried after a metadata refresh,
 retry_backoff_ms apart. The API is synchronous; the client runs its own event loop inside
-each call.
+each call. This module decides whom to ask and when; what each Fetch and FetchSnapshot
+answer does to a partition, up to the records poll() returns, is `kraft.client.fetch_answers`.
 
 A position below the log start (retention removed the records after it) is
 OFFSET_OUT_OF_RANGE, handled by the reset policy as in Kafka, unless the consumer was made
@@ -44,18 +45,28 @@ import ssl
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import partial
 from typing import Any, Literal, TypeVar
 
 from kraft.client.errors import (
+    NOT_AUTHORIZED,
     AuthenticationError,
     AuthorizationError,
     ConsumerError,
     LogTruncationError,
-    OffsetOutOfRangeError,
+    error_for,
 )
-from kraft.client.fetched import ConsumerRecord, FetchedBatches, SnapshotDownload, snapshot_name
+from kraft.client.fetch_answers import (
+    LEADERSHIP,
+    drain,
+    fetch_request,
+    fetch_snapshot_request,
+    hold,
+    on_truncation,
+    read_partition,
+    read_snapshot_chunk,
+)
+from kraft.client.fetched import ConsumerRecord, FetchedBatches
 from kraft.client.group_offsets import (
     COORDINATOR_MOVED,
     commit_outcome,
@@ -65,23 +76,18 @@ from kraft.client.group_offsets import (
     offset_commit_request,
     offset_fetch_request,
 )
-from kraft.client.partition_state import NO_EPOCH, PartitionState, Reset
+from kraft.client.partition_state import PartitionState, Reset
 from kraft.client.positions import OffsetAndEpoch, TopicPartition, diverged_at, holds
 from kraft.client.security import client_security
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.connection import KafkaConnection, LoginRefused
-from kraft.records import Record, RecordError, read_batches
 
 log = logging.getLogger("kraft.client")
 
-METADATA_V, LIST_OFFSETS_V, FETCH_V, EPOCH_V, FETCH_SNAPSHOT_V = 12, 7, 12, 4, 0
+METADATA_V, LIST_OFFSETS_V, EPOCH_V = 12, 7, 4
 EARLIEST, LATEST = -2, -1
-LEADERSHIP = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
-              ErrorCode.leader_not_available}
 RETRIABLE = LEADERSHIP | {ErrorCode.offset_not_available, ErrorCode.unknown_topic_or_partition}
-NOT_AUTHORIZED = {ErrorCode.topic_authorization_failed, ErrorCode.cluster_authorization_failed}
-SNAPSHOT_GONE = {ErrorCode.snapshot_not_found, ErrorCode.position_out_of_range}
 UNREACHABLE = (OSError, ConnectionError, asyncio.TimeoutError)
 _T = TypeVar("_T")
 
@@ -216,8 +222,8 @@ class Consumer:
         while True:
             if not any(s.buffered for s in self._partitions.values()):
                 for fetched in self._run(self._poll_once(deadline)):
-                    self._buffer(fetched)
-            records = self._drain(max_records)
+                    hold(self._state(fetched.tp), fetched, self.include_control)
+            records = drain(self._partitions.values(), max_records)
             if records or time.monotonic() >= deadline:
                 return records
 
@@ -416,7 +422,7 @@ class Consumer:
                     if error == ErrorCode.none:
                         return value
                 if error not in COORDINATOR_MOVED:
-                    raise _error(f"{what} (group {self.group_id})", error)
+                    raise error_for(f"{what} (group {self.group_id})", error)
                 why = error.name
             except UNREACHABLE as e:
                 why = str(e) or type(e).__name__
@@ -438,7 +444,7 @@ class Consumer:
                 if p.error_code == ErrorCode.none:
                     return p
                 if p.error_code not in RETRIABLE:
-                    raise _error(f"{what} {tp}", p.error_code)
+                    raise error_for(f"{what} {tp}", p.error_code)
                 why = p.error_code.name
             except UNREACHABLE as e:
                 why = str(e) or type(e).__name__
@@ -496,21 +502,7 @@ class Consumer:
             else:
                 truncated[tp] = diverged_at(state.position, end_offset, end_epoch)
         if truncated:
-            self._truncated(truncated)
-
-    def _truncated(self, truncated: dict[TopicPartition, OffsetAndEpoch | None]) -> None:
-        if self.auto_offset_reset == "none":
-            raise LogTruncationError(truncated)
-        for tp, at in truncated.items():
-            state = self._state(tp)
-            if at is None:
-                log.warning("log truncation detected for %s at position %s; the leader cannot say where: "
-                            "resetting to the %s offset", tp, state.position, self.auto_offset_reset)
-                state.reset_to(self._policy())
-            else:
-                log.warning("log truncation detected for %s at position %s: resetting to the first diverging "
-                            "offset %d (leader epoch %d)", tp, state.position, at.offset, at.leader_epoch)
-                state.seek(at.offset, at.leader_epoch, validated_epoch=state.leader_epoch)
+            on_truncation(truncated, self._partitions, self._policy())
 
     # ---------------------------------------------------------------- fetching
 
@@ -528,7 +520,7 @@ class Consumer:
         except (_NoAnswer, *UNREACHABLE):
             await self._backoff(deadline)
             return []
-        by_leader: dict[int | None, list[TopicPartition]] = {}
+        by_leader: dict[int | None, list[tuple[TopicPartition, PartitionState]]] = {}
         out: list[FetchedBatches] = []
         error: ConsumerError | None = None
         retry = False
@@ -536,7 +528,7 @@ class Consumer:
             if state.position is None or state.buffered or state.awaits_validation:
                 continue
             if state.download is None:
-                by_leader.setdefault(state.leader, []).append(tp)
+                by_leader.setdefault(state.leader, []).append((tp, state))
                 continue
             try:
                 snapshot = await self._download(tp, state)
@@ -552,13 +544,15 @@ class Consumer:
             return out  # a whole snapshot is a poll's worth; the log after it comes next
         wait_s = max(0.0, deadline - time.monotonic())
         retry = retry or None in by_leader
-        for leader, tps in by_leader.items():
+        for leader, partitions in by_leader.items():
             address = self._cluster.brokers.get(leader) if leader is not None else None
             if address is None:
                 retry = True
                 continue
             try:
-                response = await self._request(address, self._fetch_request(tps, wait_s))
+                response = await self._request(address, fetch_request(
+                    partitions, min(self.fetch_max_wait_ms, int(wait_s * 1000)), self.max_partition_fetch_bytes,
+                    self.fetch_max_bytes))
             except UNREACHABLE:
                 retry = True
                 continue
@@ -566,7 +560,7 @@ class Consumer:
                 for p in topic.partitions:
                     tp = TopicPartition(topic.topic, p.partition_index)
                     try:
-                        fetched = self._handle_partition(tp, p)
+                        fetched = read_partition(tp, self._state(tp), p, self._policy(), self.snapshot_fallback)
                     except ConsumerError as e:
                         error = error or e
                         continue
@@ -580,153 +574,14 @@ class Consumer:
         return out
 
     async def _download(self, tp: TopicPartition, state: PartitionState) -> FetchedBatches | None:
-        """One FetchSnapshot round of `state.download` at its leader; the whole snapshot once
-        its last chunk is in (`end` is the snapshot's end, where the position goes). A snapshot the
-        leader no longer has, or a new leader, starts over from a fresh fetch's answer."""
-        download = state.download
-        assert download is not None and state.position is not None
+        """One FetchSnapshot round of `state.download` at its leader (`read_snapshot_chunk`)."""
         if state.leader is None or state.leader not in self._cluster.brokers:
             await self._refresh_metadata()
         address = self._cluster.brokers.get(state.leader) if state.leader is not None else None
         if address is None:
             raise ConnectionError(f"no leader known for {tp}")
-        sid = download.id
-        response = await self._request(address, build_request(59, FETCH_SNAPSHOT_V, {
-            "cluster_id": None, "replica_id": -1, "max_bytes": self.fetch_max_bytes,
-            "topics": [{"name": tp.topic, "partitions": [{
-                "partition": tp.partition, "current_leader_epoch": state.leader_epoch,
-                "snapshot_id": {"end_offset": sid.offset, "epoch": sid.leader_epoch},
-                "position": download.position}]}],
-        }))
-        p = response.topics[0].partitions[0] if response.topics and response.topics[0].partitions else None
-        error = response.error_code if p is None or response.error_code != ErrorCode.none else p.error_code
-        if error in LEADERSHIP or error in SNAPSHOT_GONE:
-            log.info("%s: snapshot %s download starts again (%s)", tp, snapshot_name(sid), error.name)
-            state.drop_download()
-            state.leader = None
-            return None
-        if error != ErrorCode.none:
-            raise _error(f"FetchSnapshot {tp} {snapshot_name(sid)}", error)
-        if p is None:
-            raise ConsumerError(f"FetchSnapshot {tp}: the leader's answer names no partition")
-        if p.position != download.position:
-            raise ConsumerError(f"FetchSnapshot {tp}: asked for position {download.position}, got {p.position}")
-        download.file.write(p.unaligned_records or b"")
-        download.size = p.size
-        if download.position < p.size:
-            return None
-        if download.position > p.size:
-            raise ConsumerError(f"FetchSnapshot {tp}: {download.position} bytes of a {p.size}-byte snapshot")
-        state.download = None  # the position moves to its end once the caller has the batches
-        return FetchedBatches(tp, 0, download.batches(tp), sid, snapshot=sid)
-
-    def _fetch_request(self, tps: list[TopicPartition], wait_s: float) -> Any:
-        topics: dict[str, list[dict]] = {}
-        for tp in tps:
-            s = self._state(tp)
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition, "current_leader_epoch": s.leader_epoch, "fetch_offset": s.position,
-                "last_fetched_epoch": s.last_epoch if s.last_epoch is not None else NO_EPOCH,
-                "log_start_offset": -1, "partition_max_bytes": self.max_partition_fetch_bytes,
-            })
-        return build_request(1, FETCH_V, {
-            "replica_id": -1, "max_wait": timedelta(milliseconds=min(self.fetch_max_wait_ms, int(wait_s * 1000))),
-            "min_bytes": 1, "max_bytes": self.fetch_max_bytes, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1, "topics": [{"topic": t, "topic_id": None, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": "",
-        })
-
-    def _handle_partition(self, tp: TopicPartition, p: Any) -> FetchedBatches | None:
-        state = self._state(tp)
-        assert state.position is not None
-        if p.error_code in LEADERSHIP:
-            state.leader = None  # refresh, and (FENCED) validate against the new leader's epoch
-            if p.current_leader.leader_epoch > state.leader_epoch:
-                state.leader, state.leader_epoch = p.current_leader.leader_id, p.current_leader.leader_epoch
-            return None
-        if p.error_code == ErrorCode.offset_out_of_range:
-            snapshot = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
-            if self.snapshot_fallback and snapshot.offset > state.position and p.snapshot_id.epoch >= 0:
-                log.info("%s: offset %s is below the log start %d; reading snapshot %s, then the log from there",
-                         tp, state.position, snapshot.offset, snapshot_name(snapshot))
-                state.download = SnapshotDownload(snapshot)
-                return None
-            if self.auto_offset_reset == "none":
-                raise OffsetOutOfRangeError({tp: state.position})
-            log.warning("%s: offset %s is out of range; resetting to the %s offset", tp, state.position,
-                        self.auto_offset_reset)
-            state.reset_to(self._policy())
-            return None
-        if p.error_code != ErrorCode.none:
-            raise _error(f"Fetch {tp}", p.error_code)
-        state.high_watermark = p.high_watermark
-        if p.diverging_epoch.end_offset >= 0:  # the leader applied _holds to our LastFetchedEpoch
-            self._truncated({tp: diverged_at(state.position, p.diverging_epoch.end_offset, p.diverging_epoch.epoch)})
-            return None
-        # This leader took our position and LastFetchedEpoch without DivergingEpoch: checked.
-        state.validated_epoch = state.leader_epoch
-        return self._take(tp, state.position, p.records) if p.records else None
-
-    def _take(self, tp: TopicPartition, start: int, data: bytes) -> FetchedBatches | None:
-        """The fetched batches from `start` on (the position does not move here)."""
-        try:
-            batches = [b for b in read_batches(data) if b.header.next_offset > start]
-        except RecordError as e:
-            raise ConsumerError(f"{tp}: corrupt data at offset {start}: {e}") from None
-        if not batches:
-            return None
-        last = batches[-1].header
-        return FetchedBatches(tp, start, batches, OffsetAndEpoch(last.next_offset, last.partition_leader_epoch))
-
-    def _buffer(self, fetched: FetchedBatches) -> None:
-        """Keeps `fetched`'s records for poll() to return; with none (control batches only),
-        the position moves past them at once."""
-        state = self._state(fetched.tp)
-        records = self._records(fetched)
-        if records:
-            state.buffered, state.buffered_end = records, fetched.end
-        else:
-            state.advance(fetched.end)
-
-    def _drain(self, max_records: int | None) -> list[ConsumerRecord]:
-        """Up to `max_records` buffered records; each position moves past those returned."""
-        out: list[ConsumerRecord] = []
-        for state in self._partitions.values():
-            room = len(state.buffered) if max_records is None else min(len(state.buffered), max_records - len(out))
-            if room <= 0:
-                continue
-            taken, state.buffered = state.buffered[:room], state.buffered[room:]
-            out += taken
-            if state.buffered:
-                if taken[-1].snapshot is None:  # part of a snapshot: the position stays before it
-                    state.advance(OffsetAndEpoch(taken[-1].offset + 1, taken[-1].leader_epoch))
-            else:
-                assert state.buffered_end is not None
-                state.advance(state.buffered_end)
-                state.buffered_end = None
-        return out
-
-    def _records(self, fetched: FetchedBatches) -> list[ConsumerRecord]:
-        tp, out, snapshot = fetched.tp, [], fetched.snapshot
-        for batch in fetched.batches:
-            h = batch.header
-            if h.is_control and not self.include_control:
-                continue
-            try:
-                records: list[Record] = batch.records()
-            except RecordError as e:
-                raise ConsumerError(f"{tp}: corrupt batch at offset {h.base_offset}: {e}") from None
-            out += [ConsumerRecord(tp.topic, tp.partition, r.offset if snapshot is None else snapshot.offset - 1,
-                                   h.partition_leader_epoch, r.timestamp, r.key, r.value, r.headers, h.is_control,
-                                   snapshot) for r in records if r.offset >= fetched.start]
-        return out
-
-
-def _error(what: str, code: ErrorCode) -> ConsumerError:
-    if code in NOT_AUTHORIZED:
-        return AuthorizationError(f"{what}: {code.name.upper()}: the cluster's ACLs do not allow this consumer's principal "
-                                  "to read it")
-    return ConsumerError(f"{what}: {code.name}")
+        response = await self._request(address, fetch_snapshot_request(tp, state, self.fetch_max_bytes))
+        return read_snapshot_chunk(tp, state, response)
 
 
 def _list_offsets_request(tp: TopicPartition, timestamp: int, current_leader_epoch: int) -> Any:

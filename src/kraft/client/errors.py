@@ -1,8 +1,12 @@
 """What the consumer raises: one base class; the two answers a caller acts on by position;
 and the two a caller cannot retry its way out of (Kafka's consumer raises them at once too):
-its credentials or certificate refused, or its principal not allowed the topic."""
+its credentials or certificate refused, or its principal not allowed the topic. `error_for`
+turns an answer's error code into the one to raise."""
 
 from kraft.client.positions import OffsetAndEpoch, TopicPartition
+from kraft.protocol import ErrorCode
+
+NOT_AUTHORIZED = {ErrorCode.topic_authorization_failed, ErrorCode.cluster_authorization_failed}
 
 
 class ConsumerError(Exception):
@@ -35,3 +39,12 @@ class AuthenticationError(ConsumerError):
 
 class AuthorizationError(ConsumerError):
     """The cluster's ACLs do not allow the consumer's principal what it asked."""
+
+
+def error_for(what: str, code: ErrorCode) -> ConsumerError:
+    """The error to raise for `code` in the answer to `what`: AuthorizationError for an ACL's
+    refusal, else ConsumerError naming the code."""
+    if code in NOT_AUTHORIZED:
+        return AuthorizationError(f"{what}: {code.name.upper()}: the cluster's ACLs do not allow this consumer's principal "
+                                  "to read it")
+    return ConsumerError(f"{what}: {code.name}")

@@ -17,8 +17,10 @@ The core keeps the dispatch, the requests' checks, Vote and Fetch, and commits. 
 role holds is its role object (roles.py), entered only through QuorumState
 (quorum_state.py), which makes every transition durable first and refuses the ones Raft
 forbids. The epoch rules are epochs.py's, shared with the client listener; appends queue in
-accumulator.py; snapshots are seen through snapshot_catalog.py, moved by snapshot_fetch.py,
-and retention.py says where the log may start.
+accumulator.py; snapshots are seen through snapshot_catalog.py, served and fetched by
+snapshot_fetch.py, a follower's download driven by follower_download.py, and retention.py
+says where the log may start. Voter changes (KIP-853) are voter_changes.py's, on the rules
+of membership.py.
 
 Durability rules kept here: quorum-state is written (and is durable on return) before a
 vote is granted or an epoch entered; a follower fetches only from a fully flushed log, so
@@ -27,14 +29,13 @@ disk; the leader counts its own log only up to its flushed end.
 """
 
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from random import Random
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kraft.raft import membership, membership_messages, snapshot_fetch
+from kraft.raft import membership_messages, snapshot_fetch
 from kraft.raft import messages as m
 from kraft.raft.accumulator import BatchAccumulator
 from kraft.raft.announcements import Announcements
@@ -43,17 +44,17 @@ from kraft.raft.config import RaftConfig
 from kraft.raft.elections import Elections
 from kraft.raft.epochs import EpochHistory, fence
 from kraft.raft.errors import NotLeaderError
+from kraft.raft.follower_download import FollowerDownload
 from kraft.raft.gate import Gate
 from kraft.raft.leader import LeaderState
 from kraft.raft.listener import LeaderAndEpoch, Listener
-from kraft.raft.membership_messages import response_for
 from kraft.raft.metrics import SnapshotMetrics
 from kraft.raft.outbox import Outbox, Reply, Send
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.retention import LogStart
 from kraft.raft.roles import Campaign, Candidate, Follower, Leader, ParkedFetch, Resigned, Role, RoleState, Unattached
 from kraft.raft.snapshot_catalog import SnapshotCatalog
-from kraft.raft.snapshot_fetch import DownloadFailed, SnapshotDownload
+from kraft.raft.voter_changes import VoterChanges
 from kraft.raft.voters import Voters, VoterSet
 from kraft.records import LeaderChangeMessage, SimpleRecord, build_control_batch
 from kraft.storage import (
@@ -93,7 +94,6 @@ class RaftCore:
         self.rng = rng
         self.listener = listener
         self.voters = Voters(VoterSet.static(config.voters) if config.voters else None)
-        self._voters_seen = self.voters.generation
         self.gate = Gate(config, self.voters)
         self.quorum = QuorumState(config, self.voters, store, rng, self.gate, self._switched)
         self.history = EpochHistory(raft_log, self.snapshots)
@@ -107,6 +107,10 @@ class RaftCore:
         self.announcements = Announcements(config, self.voters, self.quorum, self.outbox, self.gate)
         self.elections = Elections(config, self.voters, self.quorum, self.outbox, self.gate, self.history, rng, self._maybe_win)
         self.log_start = LogStart(config, self.voters, raft_log, self.snapshots, self.catalog)
+        self.voter_changes = VoterChanges(config, self.voters, self.quorum, self.outbox, self.gate, raft_log,
+                                          self._validate_leader_epoch, self._drain)
+        self.follower_download = FollowerDownload(config, self.quorum, self.outbox, self.snapshots,
+                                                  self._observe_snapshots, self._install)
         self._start(now)
 
     # ================================================================ queries
@@ -256,7 +260,7 @@ class RaftCore:
             self._load_snapshot(latest)
         for batch in self.log.control_batches(latest.end_offset if latest is not None else 0):
             self.voters.observe_batch(batch)
-        self._voters_seen = self.voters.generation
+        self.voter_changes.settled()
         self.quorum.restore(self.quorum.store.read(), self.history.last_epoch(), now)
         self._maybe_win(now)  # a restored candidate of a single-voter quorum
         self._poll(now)
@@ -267,11 +271,9 @@ class RaftCore:
             error = self._fetch_error(ErrorCode.not_leader_or_follower)
             for parked in old.parked:
                 self.outbox.reply(parked.handle, error)
-            if old.voter_change is not None:  # appended, maybe committed later by the next leader: unknown
-                self.outbox.reply(old.voter_change.handle, old.voter_change.answer(
-                    ErrorCode.not_leader_or_follower, f"node {self.node_id} stopped leading before the change committed"))
-        if isinstance(old, Follower) and old.download is not None:
-            old.download.abort("the replica changed state")
+            self.voter_changes.abandon(old)
+        if isinstance(old, Follower):
+            self.follower_download.abandon(old)
         self.outbox.forget()
         self._notify_leader_change()
 
@@ -317,9 +319,7 @@ class RaftCore:
         self._observe_snapshots(now)
         self.log_start.maybe_clean(now, self.state, self.high_watermark)
         self.voters.forget_before(self.log.start_offset)
-        if self.voters.generation != self._voters_seen:
-            self._voters_seen = self.voters.generation
-            self._voters_changed(now)
+        self.voter_changes.poll(now)
         state = self.state
         if isinstance(state, Leader):
             self._poll_leader(state, now)
@@ -342,11 +342,7 @@ class RaftCore:
         if leader.appends.ready(now):
             self._drain(leader, now)
         self._answer_parked_fetches(leader, now, force=self._advance_high_watermark(leader))
-        change = leader.voter_change
-        if change is not None and now >= change.deadline:
-            leader.voter_change = None
-            self._reply(change.handle, change.answer(
-                ErrorCode.request_timed_out, f"the voter change at offset {change.offset} did not commit in time"))
+        self.voter_changes.expire(leader, now)
         if self.state is not leader:
             return  # the committed removal of this leader made it resign
         if now - leader.progress.quorum_contact_ms(now) >= leader.check_quorum_ms:
@@ -376,35 +372,12 @@ class RaftCore:
                 self.quorum.become_unattached(self.epoch, now, abandoned=(self.epoch, leader_id))
             self._poll(now)
             return
-        if not self.outbox.can_send(leader_id, now):
+        if (not self.outbox.can_send(leader_id, now)
+                or self.voter_changes.ask_to_update(follower, leader_id, self.high_watermark, now)
+                or self.follower_download.ask_for_chunk(follower, leader_id, now)):
             return
-        if self._outdated_entry(follower):
-            follower.voter_updated = True
-            mine = self.config.endpoints
-            update = membership_messages.update_raft_voter_request(
-                self.config.cluster_id, self.epoch, self.node_id, uuid.UUID(bytes=self.config.directory_id or bytes(16)),
-                mine, membership.KRAFT_VERSIONS_SUPPORTED)
-            log.info("node %d: asking leader %d to record its endpoints %s", self.node_id, leader_id,
-                     [f"{e.name}://{e.host}:{e.port}" for e in mine])
-            self.outbox.send(leader_id, update, now)
-        elif follower.download is not None:
-            request = follower.download.request(self.config.cluster_id, self.epoch, self.config.snapshot_response_max_bytes,
-                                                self.config.partition)
-            self.outbox.send(leader_id, request, now)
-        elif not self.wants_flush:  # fetch only from a flushed log: the offset we report must be on disk
+        if not self.wants_flush:  # fetch only from a flushed log: the offset we report must be on disk
             self.outbox.send(leader_id, self._fetch_request(), now)
-
-    def _outdated_entry(self, follower: Follower) -> bool:
-        """KIP-853: this voter's entry in the committed voter set names other endpoints than it
-        is reached at (it moved, or was added with others): it tells its leader once, as Kafka's
-        voters do after a restart."""
-        config, voters = self.config, self.voters
-        if follower.voter_updated or not follower.fetched or not config.endpoints or config.directory_id is None:
-            return False
-        mine = voters.latest.get(self.node_id)
-        hw = self.high_watermark if self.high_watermark is not None else 0
-        return (mine is not None and mine.directory_id == config.directory_id and voters.latest_offset < hw
-                and voters.kraft_version >= 1 and mine.endpoints != config.endpoints)
 
     def _poll_observer_discovery(self, now: int) -> None:
         """An observer that knows no leader asks a random voter; any answer names the leader."""
@@ -494,10 +467,7 @@ class RaftCore:
         self.high_watermark = leader.progress.high_watermark
         self.voters.committed_offset = self.high_watermark or 0
         self.commits.deliver(self.high_watermark)
-        change = leader.voter_change
-        if change is not None and (self.high_watermark or 0) > change.offset:
-            leader.voter_change = None
-            self._reply(change.handle, change.answer(ErrorCode.none))
+        self.voter_changes.committed(leader, self.high_watermark or 0)
         if not self.is_voter and (self.high_watermark or 0) > self.voters.latest_offset:
             log.info("node %d: its removal from the voters committed; resigning", self.node_id)
             self._become_resigned(self._now_hint)
@@ -506,56 +476,6 @@ class RaftCore:
     def _drain(self, leader: Leader, now: int) -> None:
         for batch in leader.appends.drain(now):
             self.log.append_as_leader(batch, self.epoch)
-
-    # ================================================================ voter changes (KIP-853)
-
-    def _membership_answer(self, request: m.MembershipRequest, error: ErrorCode,
-                           message: str | None = None) -> m.MembershipResponse:
-        if isinstance(request, membership_messages.UpdateRaftVoterRequest):  # names the leader instead
-            return membership_messages.update_raft_voter_response(error, leader_id=self.quorum.leader_field,
-                                                                  leader_epoch=self.epoch)
-        return response_for(request, error, message)
-
-    def _on_membership_request(self, handle: Any, request: m.MembershipRequest, now: int) -> None:
-        if not self.gate.cluster_ok(request):
-            return self._reply(handle, self._membership_answer(request, ErrorCode.inconsistent_cluster_id))
-        updating = isinstance(request, membership_messages.UpdateRaftVoterRequest)
-        if isinstance(request, membership_messages.UpdateRaftVoterRequest):  # to its leader: fenced, as Fetch is
-            fenced = self._validate_leader_epoch(request.current_leader_epoch)
-            if fenced != ErrorCode.none:
-                return self._reply(handle, self._membership_answer(request, fenced))
-        leader = self.state
-        if not isinstance(leader, Leader):
-            return self._reply(handle, self._membership_answer(
-                request, ErrorCode.not_leader_or_follower,
-                f"node {self.node_id} is not the leader (leader {self.leader_id}, epoch {self.epoch})"))
-        why = membership.refusal(request, self.voters, leader.progress, leader.voter_change,
-                                 self.config.fetch_timeout_ms, now)
-        if why is not None:
-            return self._reply(handle, self._membership_answer(request, *why))
-        changed = membership.changed_set(request, self.voters.latest)
-        if leader.appends.count:
-            self._drain(leader, now)  # what was appended before the change stays before it
-        offset = self.log.end_offset
-        self.log.append_as_leader(build_control_batch(changed.record(), timestamp=now), self.epoch)
-        self.voters.observe(offset, changed.record())
-        log.info("node %d: voters %s -> %s at offset %d", self.node_id, list(self.voters.at(offset - 1).ids),
-                 list(changed.ids), offset)
-        if updating:  # answered at once, as Kafka does: the voter's endpoints changed, not the majority
-            return self._reply(handle, self._membership_answer(request, ErrorCode.none))
-        timeout_ms = int(request.timeout.total_seconds() * 1000) if hasattr(request, "timeout") else 0
-        deadline = now + (timeout_ms if timeout_ms > 0 else self.config.request_timeout_ms)
-        leader.voter_change = membership.PendingChange(request, handle, offset, deadline)
-
-    def _voters_changed(self, now: int) -> None:
-        """The latest voter set changed (appended, truncated away or loaded from a snapshot)."""
-        state = self.state
-        if isinstance(state, Leader):
-            state.progress.set_voters(self.voters.ids)
-        elif not self.voters.may_campaign(self.node_id):
-            self.quorum.become_observer(now)
-        elif isinstance(state, Unattached) and state.election_deadline is None:
-            state.election_deadline = self.quorum.election_timer(now)  # added: a voter now
 
     def _fetch_answer(self, records: Any = None, diverging: OffsetAndEpoch | None = None,
                       snapshot: SnapshotId | None = None) -> m.FetchResponse:
@@ -639,7 +559,7 @@ class RaftCore:
                                p.snapshot_id.epoch)
                 self.outbox.back_off(source, now)
             else:
-                self._start_download(follower, SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch))
+                self.follower_download.start(follower, SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch))
             return
         if p.diverging_epoch.end_offset >= 0 and p.diverging_epoch.epoch >= 0:
             diverging = OffsetAndEpoch(p.diverging_epoch.end_offset, p.diverging_epoch.epoch)
@@ -705,50 +625,6 @@ class RaftCore:
             leader.record_contact(request.replica_id, now)  # counts toward check quorum, as a Fetch
         self._reply(handle, response)
 
-    def _start_download(self, follower: Follower, sid: SnapshotId) -> None:
-        """The leader says: take snapshot `sid`. Log fetching pauses until it is loaded."""
-        if sid in self.snapshots.list():
-            self._install(sid, "already held locally")
-            return
-        if follower.download is not None:
-            follower.download.abort("a new snapshot was named")
-        follower.download = SnapshotDownload.start(self.snapshots, sid, self.node_id, self.leader_id)
-
-    def _on_update_voter_response(self, source: int, response: m.MembershipResponse, now: int) -> None:
-        """Refused (a change pending, a new leader...): asked again at the next chance."""
-        follower = self.state
-        if response.error_code != ErrorCode.none and isinstance(follower, Follower) and source == self.leader_id:
-            self.gate.once(("update voter", response.error_code), logging.INFO, "node %d: leader %d did not record "
-                           "its endpoints (%s); asking again", self.node_id, source, response.error_code.name)
-            follower.voter_updated = False
-            self.outbox.back_off(source, now)
-
-    def _on_fetch_snapshot_response(self, source: int, response: m.FetchSnapshotResponse, now: int) -> None:
-        p = m.partition_of(response, self.config.partition)
-        if response.error_code != ErrorCode.none or p is None:
-            self.outbox.back_off(source, now)
-            return
-        if self.quorum.learn_leader(p.current_leader.leader_id, p.current_leader.leader_epoch, now):
-            return
-        follower = self.state
-        if not isinstance(follower, Follower) or source != self.leader_id or follower.download is None:
-            return
-        download = follower.download
-        try:
-            if not download.check_answer(p):
-                self.outbox.back_off(source, now)
-                return
-            follower.fetch_deadline = now + self.config.fetch_timeout_ms
-            complete = download.accept(p)
-        except DownloadFailed as e:
-            download.abort(str(e))
-            follower.download = None
-            return
-        if complete:
-            follower.download = None
-            self._observe_snapshots(now)
-            self._install(download.snapshot_id, "fetched from the leader")
-
     def _install(self, sid: SnapshotId, how: str) -> None:
         """The log restarts at the snapshot's end; the state machine loads the snapshot."""
         self.log.truncate_fully_and_start_at(sid.end_offset, sid.epoch)
@@ -774,15 +650,15 @@ class RaftCore:
         m.FetchRequest: _on_fetch_request,
         m.FetchSnapshotRequest: _on_fetch_snapshot_request,
         m.DescribeQuorumRequest: _on_describe_quorum_request,
-        membership_messages.AddRaftVoterRequest: _on_membership_request,
-        membership_messages.RemoveRaftVoterRequest: _on_membership_request,
-        membership_messages.UpdateRaftVoterRequest: _on_membership_request,
+        membership_messages.AddRaftVoterRequest: lambda core, *args: core.voter_changes.on_request(*args),
+        membership_messages.RemoveRaftVoterRequest: lambda core, *args: core.voter_changes.on_request(*args),
+        membership_messages.UpdateRaftVoterRequest: lambda core, *args: core.voter_changes.on_request(*args),
     }
     _response_handlers: dict[type, Callable] = {
         m.VoteResponse: _on_vote_response,
         m.BeginQuorumEpochResponse: lambda core, *args: core.announcements.on_begin_response(*args),
         m.EndQuorumEpochResponse: lambda core, *args: core.announcements.on_end_response(*args),
         m.FetchResponse: _on_fetch_response,
-        m.FetchSnapshotResponse: _on_fetch_snapshot_response,
-        membership_messages.UpdateRaftVoterResponse: _on_update_voter_response,
+        m.FetchSnapshotResponse: lambda core, *args: core.follower_download.on_response(*args),
+        membership_messages.UpdateRaftVoterResponse: lambda core, *args: core.voter_changes.on_update_response(*args),
     }

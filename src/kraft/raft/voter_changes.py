@@ -1,0 +1,176 @@
+"""Voter changes (KIP-853) as a replica lives them: the state they own on the role objects.
+
+membership.py decides (Kafka's checks in Kafka's order, the new set); this module acts on
+what only voter changes touch, at both ends:
+
+- the leader's change waiting for its commit (`Leader.voter_change`): appended when
+  AddRaftVoter or RemoveRaftVoter passes the checks, answered once the high watermark passes
+  it, when its deadline passes, or when the leader steps down first (unknown then: the next
+  leader may still commit it). UpdateRaftVoter is answered at once, as Kafka does.
+- a voter's UpdateRaftVoter (`Follower.voter_updated`): once per leader, when the committed
+  voter set names other endpoints than the voter is reached at; asked again if refused.
+- what a new latest voter set means for the replica's role: a leader counts the new voters,
+  a replica that may no longer campaign becomes an observer, one just added gets an election
+  timer.
+
+The core calls these at the points of its step where they happen; nothing here decides a
+transition Raft owns (the leader that removed itself resigns in the core, at the commit).
+"""
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kraft.raft import membership, membership_messages
+from kraft.raft import messages as m
+from kraft.raft.config import RaftConfig
+from kraft.raft.gate import Gate
+from kraft.raft.outbox import Outbox
+from kraft.raft.quorum_state import QuorumState
+from kraft.raft.roles import Follower, Leader, Unattached
+from kraft.raft.voters import Voters
+from kraft.records import build_control_batch
+from kraft.storage import ReplicatedLog
+
+log = logging.getLogger("kraft.raft")
+
+
+class VoterChanges:
+    def __init__(self, config: RaftConfig, voters: Voters, quorum: QuorumState, outbox: Outbox, gate: Gate,
+                 raft_log: ReplicatedLog, fence: Callable[[int], ErrorCode],
+                 drain: Callable[[Leader, int], None]) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.voters = voters
+        self.quorum = quorum
+        self.outbox = outbox
+        self.gate = gate
+        self.log = raft_log
+        self.fence = fence  # the core's KIP-320 check of a request that must reach the leader
+        self.drain = drain  # the core's: the leader's queued appends into the log
+        self._seen = voters.generation
+
+    # ---------------------------------------------------------------- the leader
+
+    def _answer(self, request: m.MembershipRequest, error: ErrorCode,
+                message: str | None = None) -> m.MembershipResponse:
+        if isinstance(request, membership_messages.UpdateRaftVoterRequest):  # names the leader instead
+            return membership_messages.update_raft_voter_response(error, leader_id=self.quorum.leader_field,
+                                                                  leader_epoch=self.quorum.epoch)
+        return membership_messages.response_for(request, error, message)
+
+    def on_request(self, handle: Any, request: m.MembershipRequest, now: int) -> None:
+        """AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter: checked, then one VotersRecord."""
+        reply = self.outbox.reply
+        if not self.gate.cluster_ok(request):
+            return reply(handle, self._answer(request, ErrorCode.inconsistent_cluster_id))
+        updating = isinstance(request, membership_messages.UpdateRaftVoterRequest)
+        if isinstance(request, membership_messages.UpdateRaftVoterRequest):  # to its leader: fenced, as Fetch is
+            fenced = self.fence(request.current_leader_epoch)
+            if fenced != ErrorCode.none:
+                return reply(handle, self._answer(request, fenced))
+        leader = self.quorum.state
+        if not isinstance(leader, Leader):
+            return reply(handle, self._answer(
+                request, ErrorCode.not_leader_or_follower,
+                f"node {self.node_id} is not the leader (leader {self.quorum.leader_id}, epoch {self.quorum.epoch})"))
+        why = membership.refusal(request, self.voters, leader.progress, leader.voter_change,
+                                 self.config.fetch_timeout_ms, now)
+        if why is not None:
+            return reply(handle, self._answer(request, *why))
+        changed = membership.changed_set(request, self.voters.latest)
+        if leader.appends.count:
+            self.drain(leader, now)  # what was appended before the change stays before it
+        offset = self.log.end_offset
+        self.log.append_as_leader(build_control_batch(changed.record(), timestamp=now), self.quorum.epoch)
+        self.voters.observe(offset, changed.record())
+        log.info("node %d: voters %s -> %s at offset %d", self.node_id, list(self.voters.at(offset - 1).ids),
+                 list(changed.ids), offset)
+        if updating:  # answered at once, as Kafka does: the voter's endpoints changed, not the majority
+            return reply(handle, self._answer(request, ErrorCode.none))
+        timeout_ms = int(request.timeout.total_seconds() * 1000) if hasattr(request, "timeout") else 0
+        deadline = now + (timeout_ms if timeout_ms > 0 else self.config.request_timeout_ms)
+        leader.voter_change = membership.PendingChange(request, handle, offset, deadline)
+
+    def committed(self, leader: Leader, high_watermark: int) -> None:
+        """The high watermark moved: the waiting change is answered once it passes it."""
+        change = leader.voter_change
+        if change is not None and high_watermark > change.offset:
+            leader.voter_change = None
+            self.outbox.reply(change.handle, change.answer(ErrorCode.none))
+
+    def expire(self, leader: Leader, now: int) -> None:
+        """The waiting change's deadline passed: REQUEST_TIMED_OUT (the record stays)."""
+        change = leader.voter_change
+        if change is not None and now >= change.deadline:
+            leader.voter_change = None
+            self.outbox.reply(change.handle, change.answer(
+                ErrorCode.request_timed_out, f"the voter change at offset {change.offset} did not commit in time"))
+
+    def abandon(self, old: Leader) -> None:
+        """The leader stepped down with a change appended: maybe committed later by the next
+        leader, so the answer is that it is unknown."""
+        if old.voter_change is not None:
+            self.outbox.reply(old.voter_change.handle, old.voter_change.answer(
+                ErrorCode.not_leader_or_follower, f"node {self.node_id} stopped leading before the change committed"))
+
+    # ---------------------------------------------------------------- a voter
+
+    def _outdated_entry(self, follower: Follower, high_watermark: int | None) -> bool:
+        """This voter's entry in the committed voter set names other endpoints than it is
+        reached at (it moved, or was added with others): it tells its leader once, as Kafka's
+        voters do after a restart."""
+        config, voters = self.config, self.voters
+        if follower.voter_updated or not follower.fetched or not config.endpoints or config.directory_id is None:
+            return False
+        mine = voters.latest.get(self.node_id)
+        hw = high_watermark if high_watermark is not None else 0
+        return (mine is not None and mine.directory_id == config.directory_id and voters.latest_offset < hw
+                and voters.kraft_version >= 1 and mine.endpoints != config.endpoints)
+
+    def ask_to_update(self, follower: Follower, leader_id: int, high_watermark: int | None, now: int) -> bool:
+        """Sends UpdateRaftVoter to the leader if this voter's entry is outdated (True: sent,
+        the follower's request for this step)."""
+        if not self._outdated_entry(follower, high_watermark):
+            return False
+        follower.voter_updated = True
+        mine = self.config.endpoints
+        update = membership_messages.update_raft_voter_request(
+            self.config.cluster_id, self.quorum.epoch, self.node_id,
+            uuid.UUID(bytes=self.config.directory_id or bytes(16)), mine, membership.KRAFT_VERSIONS_SUPPORTED)
+        log.info("node %d: asking leader %d to record its endpoints %s", self.node_id, leader_id,
+                 [f"{e.name}://{e.host}:{e.port}" for e in mine])
+        self.outbox.send(leader_id, update, now)
+        return True
+
+    def on_update_response(self, source: int, response: m.MembershipResponse, now: int) -> None:
+        """Refused (a change pending, a new leader...): asked again at the next chance."""
+        follower = self.quorum.state
+        if response.error_code != ErrorCode.none and isinstance(follower, Follower) and source == self.quorum.leader_id:
+            self.gate.once(("update voter", response.error_code), logging.INFO, "node %d: leader %d did not record "
+                           "its endpoints (%s); asking again", self.node_id, source, response.error_code.name)
+            follower.voter_updated = False
+            self.outbox.back_off(source, now)
+
+    # ---------------------------------------------------------------- the latest voter set
+
+    def settled(self) -> None:
+        """The voter set as the start-up replay left it is no change."""
+        self._seen = self.voters.generation
+
+    def poll(self, now: int) -> None:
+        """The latest voter set changed since the last step (appended, truncated away or
+        loaded from a snapshot): the replica's role follows it."""
+        if self.voters.generation == self._seen:
+            return
+        self._seen = self.voters.generation
+        state = self.quorum.state
+        if isinstance(state, Leader):
+            state.progress.set_voters(self.voters.ids)
+        elif not self.voters.may_campaign(self.node_id):
+            self.quorum.become_observer(now)
+        elif isinstance(state, Unattached) and state.election_deadline is None:
+            state.election_deadline = self.quorum.election_timer(now)  # added: a voter now

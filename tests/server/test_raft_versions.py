@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from kraft.cli.cluster_client import create_topic, describe_quorum, leader
+from kraft.cli.cluster_client import create_topic, describe_quorum, leader, request
 from kraft.cli.local_cluster import LocalCluster
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request, convert
@@ -330,3 +330,47 @@ def test_fields_a_version_carries_in_another_shape_convert_both_ways():
     for entity in (v13, v17, v0):
         read, _ = decode(type(entity), encode(entity))
         assert encode(read) == encode(entity), "kio writes and reads back what a conversion makes"
+
+
+def test_a_replica_names_the_leader_it_knows_before_it_holds_the_voter_set():
+    """A node formatted --no-initial-controllers learns its leader from a bootstrap server
+    before it has replicated the voter set. A node bootstrapping through it is told where
+    that leader is, not only its id: with the id alone it sent its next Fetch to a node it
+    had no endpoint for ('no endpoint for node 1', then a retry through the bootstrap)."""
+    import asyncio
+
+    from kraft.protocol.server import KafkaServer
+    from kraft.raft import messages as m
+    from kraft.server.config import Endpoint, load_config
+    from kraft.server.node import RAFT_APIS
+    from kraft.server.raft_versions import RaftVersions
+
+    config = load_config({"node.id": "2", "process.roles": "controller", "controller.listener.names": "CONTROLLER",
+                          "controller.quorum.bootstrap.servers": "127.0.0.1:9093",
+                          "listeners": "CONTROLLER://127.0.0.1:9095,PLAINTEXT://127.0.0.1:9094",
+                          "metadata.log.dir": "/nonexistent"})
+    learned = {1: Endpoint("127.0.0.1", 9093)}  # from its own bootstrap Fetch; no voter set yet
+    versions = RaftVersions(config, RAFT_APIS, voters=dict, endpoint_of=learned.get)
+
+    async def not_the_leader(header: Any, request: Any) -> Any:
+        return m.fetch_response(ErrorCode.not_leader_or_follower, leader_id=1, epoch=3)
+
+    async def bootstrap_fetch(version: int) -> Any:
+        server = KafkaServer()
+        versions.register(server, "Fetch", not_the_leader)
+        _, port = await server.start()
+        try:
+            return await request(port, build_request(FETCH, version, {
+                "cluster_id": None, "replica_id": 3, "replica_state": {"replica_id": 3, "replica_epoch": -1},
+                "max_wait": timedelta(0), "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic_id": METADATA_TOPIC_ID, "partitions": [{
+                    "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                    "log_start_offset": -1, "partition_max_bytes": 1 << 20, "replica_directory_id": NO_DIRECTORY}]}],
+            }))
+        finally:
+            await server.close()
+
+    answer = asyncio.run(bootstrap_fetch(17))
+    assert partition(answer).current_leader.leader_id == 1
+    assert endpoints(answer) == [{"node_id": 1, "host": "127.0.0.1", "port": 9093}]

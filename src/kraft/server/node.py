@@ -268,7 +268,7 @@ class KraftNode:
         )
         self.snapshot_fetches = FetchSnapshotBatcher(self.peers)
         max_frame = c["socket.request.max.bytes"]
-        versions = RaftVersions(c, RAFT_APIS, self.controller_endpoints, self.voter_directories)
+        versions = RaftVersions(c, RAFT_APIS, self.controller_endpoints, self.voter_directories, self.peer_endpoint)
         if c.is_voter:
             listener = c.controller_listener
             assert listener is not None

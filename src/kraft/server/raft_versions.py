@@ -114,13 +114,19 @@ class RaftVersions:
 
     def __init__(self, config: ServerConfig, core_versions: Mapping[str, tuple[int, int]],
                  voters: Callable[[], Mapping[int, Endpoint]],
-                 directories: Callable[[], Mapping[int, uuid.UUID]] = dict) -> None:
+                 directories: Callable[[], Mapping[int, uuid.UUID]] = dict,
+                 endpoint_of: Callable[[int], Endpoint | None] | None = None) -> None:
         """`voters`: the voters' controller endpoints now (controller.quorum.voters, or the
         latest voter set in the log of a dynamic quorum); `directories`: their directory ids
-        (KIP-853; none in a static quorum)."""
+        (KIP-853; none in a static quorum); `endpoint_of`: where this node knows a leader to
+        be, voter or not (default: among `voters`). An observer that has not yet replicated
+        the voter set still knows its leader from its own discovery, and names it as Kafka's
+        replicas name the leader they know: a node bootstrapping through it must not learn a
+        leader id it cannot reach."""
         self.config = config
         self.voters = voters
         self.directories = directories
+        self.endpoint_of = endpoint_of or (lambda node_id: self.voters().get(node_id))
         self.core: dict[str, int] = {}
         self.served: dict[str, tuple[int, int]] = {}
         for name, (key, low, high) in KAFKA_VERSIONS.items():
@@ -158,7 +164,7 @@ class RaftVersions:
         given: dict[str, Any] = {}
         if "node_endpoints" in fields:
             leader = _leader_of(answer)
-            endpoint = self.voters().get(leader) if name_leader else None
+            endpoint = self.endpoint_of(leader) if name_leader and leader >= 0 else None
             if endpoint is None or version < ENDPOINTS_SINCE.get(key, 0):
                 given["node_endpoints"] = []
             else:

@@ -28,8 +28,8 @@ from kraft.cli.server_cmd import keep_large_buffers
 from kraft.metadata import ConfigResourceType, encode_record
 from kraft.metadata.records import ConfigRecord
 from kraft.raft import NotLeaderError, RaftCore
-from kraft.server.config import read_config
-from kraft.server.node import KraftNode
+from kraft.server.runtime.node import KraftNode
+from kraft.server.settings.server_config import read_config
 
 RESOURCE = "cluster-bench"
 KEY = "bench.sequence"

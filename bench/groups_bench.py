@@ -54,7 +54,7 @@ from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.connection import KafkaConnection
 from kraft.raft import messages as m
-from kraft.server.node import OFFSETS_TOPIC_ID
+from kraft.server.runtime.node import OFFSETS_TOPIC_ID
 
 PARTS = ("commits", "catchup")
 OFFSETS_PARTITIONS = 3

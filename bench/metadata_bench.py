@@ -51,7 +51,7 @@ from kraft.metadata import (
     encode_record,
     snapshot_records,
 )
-from kraft.metadata import controller as ctl
+from kraft.metadata import operations as ctl
 from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, image_to_records
 from kraft.metadata.records import (
     AccessControlEntryRecord,

@@ -14,7 +14,7 @@ from kraft.cli.metadata_files import load
 from kraft.cli.metadata_nodes import root_node
 from kraft.cli.metadata_shell import Shell, columns, glob_pattern
 from kraft.metadata import MetadataCache, apply_records, uuid_str
-from kraft.metadata import controller as ctl
+from kraft.metadata import operations as ctl
 from kraft.metadata import records as r
 from kraft.records import LeaderChangeMessage, assign_offsets, build_control_batch, read_batches
 from kraft.storage import FileLog

@@ -8,11 +8,11 @@ import pytest
 
 from kraft.controller import NotControllerError, QuorumController
 from kraft.metadata import ControllerError, Errors, OperationTooLargeError
-from kraft.metadata import controller as ctl
-from kraft.metadata.controller import ControllerResult
+from kraft.metadata import operations as ctl
+from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import UnfenceBrokerRecord
 from kraft.raft import messages as m
-from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from tests.raft.conftest import Node, leader_node
 
 

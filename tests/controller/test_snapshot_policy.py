@@ -4,7 +4,7 @@ KIP-876's timer, what a snapshot resets, and what commits made while one is writ
 import pytest
 
 from kraft.raft import CommittedBatch
-from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.statemachine.snapshot_policy import SnapshotPolicy
 
 NEVER = 10**15  # a time the timer would have fired long before, were it on
 

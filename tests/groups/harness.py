@@ -18,8 +18,8 @@ from kraft.groups import GroupApi, GroupConfig, GroupCoordinator
 from kraft.protocol.build import build_request
 from kraft.protocol.codec import decode_request, decode_response, encode_request, encode_response, response_class
 from kraft.raft import CommittedBatch, LeaderAndEpoch
-from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.records import Record
+from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import MemorySnapshotStore
 from kraft.storage.snapshot import SnapshotId
 
@@ -216,7 +216,7 @@ class Client:
         self.assignment = None
 
     def join(self, now: int, v4: bool = True):
-        from kraft.groups.messages import JoinRequest
+        from kraft.groups.group_messages import JoinRequest
 
         request = JoinRequest(self.group, self.member_id, self.protocol_type, self.protocols, self.session_ms,
                               self.rebalance_ms, self.client_id, "/127.0.0.1", requires_known_member_id=v4)
@@ -240,7 +240,7 @@ class Client:
         return answer
 
     def sync(self, now: int, assignments=()):
-        from kraft.groups.messages import SyncRequest
+        from kraft.groups.group_messages import SyncRequest
 
         request = SyncRequest(self.group, self.member_id, self.generation, tuple(assignments))
         return self.log.step(lambda c, t: c.sync_group(request, t), now)
@@ -254,7 +254,7 @@ class Client:
 
     def commit(self, now: int, offsets: dict, generation: int | None = None):
         """offsets: (topic, partition) -> (offset, leader epoch)."""
-        from kraft.groups.messages import CommitPartition, CommitRequest
+        from kraft.groups.group_messages import CommitPartition, CommitRequest
 
         request = CommitRequest(self.group, self.generation if generation is None else generation, self.member_id,
                                 tuple(CommitPartition(t, p, o, e, "meta") for (t, p), (o, e) in offsets.items()))

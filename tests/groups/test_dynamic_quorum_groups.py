@@ -3,7 +3,7 @@
 controller.quorum.voters; then nodes formatted --no-initial-controllers and added with
 `metadata-quorum add-controller`, and one removed with `remove-controller`. Each
 `__consumer_offsets` partition is a dynamic Raft log of its own whose voters follow the
-metadata partition's (server/offsets_voters.py); real node processes, real TCP, and
+metadata partition's (server/runtime/offsets_voters.py); real node processes, real TCP, and
 kafka-python's consumer."""
 
 import os

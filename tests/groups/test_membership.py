@@ -6,7 +6,7 @@ import pytest
 
 from kraft.groups import CoordinatorError, GroupConfig
 from kraft.groups.classic import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
-from kraft.groups.messages import JoinRequest, SyncRequest
+from kraft.groups.group_messages import JoinRequest, SyncRequest
 from kraft.protocol import ErrorCode
 from tests.groups.harness import DELAY, Client, done, join_phase, leader, stable_group, subscription
 

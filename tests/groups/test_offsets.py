@@ -4,8 +4,8 @@ Kafka's checks of who may commit, what a fetch sees, and deleting offsets and gr
 import pytest
 
 from kraft.groups import CoordinatorError
-from kraft.groups.messages import CommitPartition, CommitRequest
-from kraft.groups.records import OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY, OffsetCommitKey, decode_value
+from kraft.groups.group_messages import CommitPartition, CommitRequest
+from kraft.groups.offsets_records import OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY, OffsetCommitKey, decode_value
 from kraft.protocol import ErrorCode
 from tests.groups.harness import Client, done, leader, stable_group
 

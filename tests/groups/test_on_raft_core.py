@@ -10,7 +10,7 @@ import pytest
 from kraft.groups import CoordinatorError, GroupCoordinator
 from kraft.protocol import ErrorCode
 from kraft.raft import messages as m
-from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from tests.groups.harness import CONFIG, Client, done, stable_group
 from tests.raft.conftest import Node, elect
 

@@ -23,7 +23,7 @@ from kraft.client import TopicPartition as KraftTopicPartition
 from kraft.groups import OFFSETS_TOPIC, partition_for
 from kraft.protocol import ErrorCode
 from kraft.raft import messages as m
-from kraft.server.node import OFFSETS_TOPIC_ID
+from kraft.server.runtime.node import OFFSETS_TOPIC_ID
 
 from ..server.cluster_helpers import create_topics, wait_for
 from ..server.cluster_helpers import offsets_quorum as cluster_offsets_quorum

@@ -5,8 +5,7 @@ group against Java's String.hashCode."""
 import pytest
 
 from kraft.groups import GroupRecordError, partition_for
-from kraft.groups.partitioning import java_string_hash
-from kraft.groups.records import (
+from kraft.groups.offsets_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -19,6 +18,7 @@ from kraft.groups.records import (
     encode_record,
     encode_value,
 )
+from kraft.groups.partitioning import java_string_hash
 
 
 def h(text: str) -> bytes:

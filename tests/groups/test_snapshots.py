@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraft.groups import CoordinatorError, GroupCoordinator
-from kraft.groups.messages import NONE
+from kraft.groups.group_messages import NONE
 from kraft.protocol import ErrorCode
-from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from tests.groups.harness import Client, done, leader, replay, stable_group, subscription
 
 ALWAYS = SnapshotPolicy(max_bytes_between=1, min_changed_ratio=0.0)  # a snapshot is due whenever asked

@@ -9,8 +9,8 @@ import random
 from pathlib import Path
 
 from kraft.metadata import MetadataCache, MetadataImage, apply_records, encode_record, snapshot_records
-from kraft.metadata import controller as ctl
-from kraft.metadata.controller import ControllerResult
+from kraft.metadata import operations as ctl
+from kraft.metadata.operations import ControllerResult
 from kraft.records import SimpleRecord, build_batch, read_batches
 from kraft.storage.snapshot import SnapshotId, SnapshotReader, parse_snapshot_file_name
 from kraft.storage.snapshot_store import FileSnapshotStore

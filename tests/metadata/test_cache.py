@@ -5,7 +5,7 @@ import gc
 import pytest
 
 from kraft.metadata import MetadataCache, NotCaughtUpError, OffsetOrderError, ReplayError
-from kraft.metadata import controller as ctl
+from kraft.metadata import operations as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.image import ConfigResource, ConfigResourceType
 from kraft.records import SimpleRecord, read_batches

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from kraft.metadata import ConfigResource, ConfigResourceType, ControllerError, Errors, uuid_str
-from kraft.metadata import controller as ctl
+from kraft.metadata import operations as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.placement import RESERVED_TOPIC_IDS, assign_replicas
 from kraft.metadata.records import BrokerFeature, PartitionRecord, TopicRecord

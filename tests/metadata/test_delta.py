@@ -4,7 +4,7 @@ the kraft.derived.fencing feature), bad records. Kafka's own rules: test_kafka_r
 import pytest
 
 from kraft.metadata import ConfigResource, ConfigResourceType, InvalidRecordError, MetadataDelta, apply_records
-from kraft.metadata import controller as ctl
+from kraft.metadata import operations as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.image import DERIVED_FENCING
 from kraft.metadata.records import (

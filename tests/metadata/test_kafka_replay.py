@@ -6,8 +6,9 @@ import random
 import pytest
 
 from kraft.metadata import MetadataCache, MetadataImage, ReplayError, apply_records, encode_record
-from kraft.metadata import controller as ctl
+from kraft.metadata import operations as ctl
 from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, ScramCredential, image_to_records
+from kraft.metadata.image_snapshot import image_from_records
 from kraft.metadata.records import (
     AbortTransactionRecord,
     AccessControlEntryRecord,
@@ -36,7 +37,6 @@ from kraft.metadata.records import (
     UserScramCredentialRecord,
     ZkMigrationStateRecord,
 )
-from kraft.metadata.snapshot import image_from_records
 from kraft.records import SimpleRecord, build_batch, read_batches
 
 T1 = bytes([1]) * 16

@@ -8,10 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraft.metadata import ControllerError, MetadataCache, image_from_records, image_to_records, snapshot_records
-from kraft.metadata import controller as ctl
+from kraft.metadata import operations as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
-from kraft.metadata.controller import ControllerResult
 from kraft.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
+from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import BrokerFeature, PartitionChangeRecord
 from kraft.records import SimpleRecord
 from kraft.storage.snapshot import SnapshotId

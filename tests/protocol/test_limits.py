@@ -24,7 +24,7 @@ from kraft.protocol import ErrorCode, KafkaServer, ListenerLimits, encode_reques
 from kraft.protocol.build import build_request
 from kraft.protocol.limits import DESCRIPTORS
 from kraft.protocol.listener import STAGING_BYTES
-from kraft.server.config import load_config
+from kraft.server.settings.server_config import load_config
 from tests.protocol.test_server import (
     api_versions,
     connect,

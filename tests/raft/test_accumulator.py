@@ -4,7 +4,7 @@ they fit, a call too large for any batch is refused before anything is queued.""
 import pytest
 
 from kraft.raft.accumulator import BatchAccumulator, size_bound
-from kraft.raft.errors import RecordBatchTooLargeError
+from kraft.raft.raft_errors import RecordBatchTooLargeError
 from kraft.records import HEADER_SIZE, build_batch, read_batches
 
 

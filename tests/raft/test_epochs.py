@@ -5,7 +5,7 @@ import pytest
 
 from kraft.protocol import ErrorCode
 from kraft.raft.epochs import UNKNOWN, EpochHistory, fence
-from kraft.raft.errors import InvariantViolation
+from kraft.raft.raft_errors import InvariantViolation
 from kraft.storage import MemoryLog, MemorySnapshotStore, OffsetAndEpoch, SnapshotError, SnapshotId
 
 from .conftest import follower_batch

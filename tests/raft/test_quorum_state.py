@@ -6,9 +6,9 @@ from random import Random
 import pytest
 
 from kraft.raft import RaftConfig, Role
-from kraft.raft.errors import InvariantViolation
 from kraft.raft.gate import Gate
 from kraft.raft.quorum_state import QuorumState
+from kraft.raft.raft_errors import InvariantViolation
 from kraft.raft.voters import Voters, VoterSet
 from kraft.storage import ElectionState, MemoryQuorumStateStore
 

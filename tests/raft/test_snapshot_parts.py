@@ -8,9 +8,9 @@ from kraft.protocol import ErrorCode
 from kraft.raft import RaftConfig
 from kraft.raft import messages as m
 from kraft.raft.epochs import fence
-from kraft.raft.metrics import SnapshotMetrics
 from kraft.raft.snapshot_catalog import SnapshotCatalog
 from kraft.raft.snapshot_fetch import DownloadFailed, SnapshotDownload, serve
+from kraft.raft.snapshot_metrics import SnapshotMetrics
 from kraft.storage import MemorySnapshotStore, SnapshotId
 
 

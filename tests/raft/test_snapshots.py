@@ -9,8 +9,8 @@ import pytest
 from kraft.protocol import ErrorCode
 from kraft.raft import Role
 from kraft.raft import messages as m
-from kraft.raft.metrics import SnapshotMetrics
-from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.raft.snapshot_metrics import SnapshotMetrics
+from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import ElectionState, FileLog, FileSnapshotStore, SnapshotError, SnapshotId
 
 from .conftest import Node, Send, elect, follower_batch, leader_node, leader_of_epoch_2, partition, records

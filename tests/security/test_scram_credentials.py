@@ -12,7 +12,7 @@ from kraft.controller.bootstrap import BOOTSTRAP_FILE, read_bootstrap
 from kraft.metadata import Errors, MetadataImage, apply_records
 from kraft.metadata.records import FeatureLevelRecord
 from kraft.security.scram import ScramMechanism, credential_from_salted, salted_password
-from kraft.server.scram_api import Deletion, Upsertion, alter_credentials
+from kraft.server.apis.scram_api import Deletion, Upsertion, alter_credentials
 
 
 def test_add_scram_takes_kafkas_syntax_and_keeps_no_password():

@@ -14,7 +14,7 @@ from kraft.cli.local_cluster import LocalCluster
 from kraft.raft import messages as m
 from kraft.security.local_ca import CertificateAuthority
 from kraft.security.tls import TlsConfigError, TlsSettings, client_context, server_context, subject_name
-from kraft.server.config import parse_properties
+from kraft.server.settings.server_config import parse_properties
 
 from ..server.cluster_helpers import wait_for
 from .secured import ask, client_tls, tls_overrides, wait_for_leader

@@ -15,7 +15,7 @@ from kraft.client import Consumer, TopicPartition
 from kraft.groups import OFFSETS_TOPIC
 from kraft.protocol import ErrorCode
 from kraft.raft import messages as m
-from kraft.server.node import OFFSETS_TOPIC_ID
+from kraft.server.runtime.node import OFFSETS_TOPIC_ID
 
 # No NoOps while idle (Kafka writes one every metadata.max.idle.interval.ms): for tests that
 # need a log at rest, to compare figures between two reads or to see it empty after a snapshot.

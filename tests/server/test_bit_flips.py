@@ -22,7 +22,7 @@ from kraft.cli.local_cluster import LocalCluster
 from kraft.controller import QuorumController
 from kraft.protocol import ErrorCode
 from kraft.raft import RaftConfig, RaftCore, Role
-from kraft.server.node import PARTITION_DIR
+from kraft.server.runtime.node import PARTITION_DIR
 from kraft.storage import FileLog, FileQuorumStateStore, FileSnapshotStore, StorageError
 from kraft.storage.meta_properties import StorageNotFormattedError, read_meta_properties
 

@@ -10,7 +10,15 @@ import sys
 
 import pytest
 
-from kraft.server.config import SCHEMA, ConfigError, load_config, parse_properties, read_config, unused_keys_warning
+from kraft.server.settings.server_config import (
+    KEYS,
+    ConfigError,
+    attribute_of,
+    load_config,
+    parse_properties,
+    read_config,
+    unused_keys_warning,
+)
 
 BASE = {
     "node.id": "1",
@@ -23,13 +31,13 @@ BASE = {
 
 def test_defaults_are_kafkas():
     config = load_config(BASE)
-    assert config["metadata.log.max.record.bytes.between.snapshots"] == 20 * 1024 * 1024
-    assert config["metadata.snapshot.min.changed_records.ratio"] == 0.5
-    assert config["metadata.log.max.snapshot.interval.ms"] == 3600 * 1000
-    assert config["metadata.max.retention.bytes"] == 100 * 1024 * 1024
-    assert config["metadata.max.retention.ms"] == 7 * 24 * 3600 * 1000
-    assert config["controller.quorum.election.timeout.ms"] == 1000
-    assert config["controller.quorum.fetch.timeout.ms"] == 2000
+    assert config.metadata_log_max_record_bytes_between_snapshots == 20 * 1024 * 1024
+    assert config.metadata_snapshot_min_changed_records_ratio == 0.5
+    assert config.metadata_log_max_snapshot_interval_ms == 3600 * 1000
+    assert config.metadata_max_retention_bytes == 100 * 1024 * 1024
+    assert config.metadata_max_retention_ms == 7 * 24 * 3600 * 1000
+    assert config.controller_quorum_election_timeout_ms == 1000
+    assert config.controller_quorum_fetch_timeout_ms == 2000
     assert config.voters[2].port == 9095 and config.is_voter and config.is_broker
     assert config.controller_listener.endpoint.port == 9093 and config.client_listener.endpoint.port == 9092
 
@@ -90,11 +98,18 @@ def test_properties_syntax():
     assert parse_properties(text) == {"node.id": "3", "listeners": "PLAINTEXT://h:1,CONTROLLER://h:2", "empty": ""}
 
 
-def test_every_documented_key_is_in_the_schema():
+def test_every_key_is_read_as_the_attribute_named_after_it():
     for key in ("metadata.log.segment.bytes", "controller.quorum.election.backoff.max.ms",
                 "metadata.start.offset.lag.time.max.ms", "replica.fetch.response.max.bytes",
-                "replica.fetch.snapshot.max.bytes"):
-        assert key in SCHEMA
+                "replica.fetch.snapshot.max.bytes", "ssl.keystore.type", "super.users"):
+        assert key in KEYS
+    assert {declared.name for declared in KEYS.values()} == {attribute_of(key) for key in KEYS}
+    assert all(declared.name == attribute_of(key) for key, declared in KEYS.items())
+    given = load_config({"node.id": "1", "process.roles": "controller", "controller.quorum.voters": "1@h:9093",
+                         "listeners": "CONTROLLER://h:9093,PLAINTEXT://h:9092",
+                         "controller.quorum.election.timeout.ms": "1500", "allow.everyone.if.no.acl.found": "true"})
+    assert (given.controller_quorum_election_timeout_ms, given.allow_everyone_if_no_acl_found) == (1500, True)
+    assert given.controller_quorum_fetch_timeout_ms == 2000  # Kafka's default
 
 
 # A stock Kafka 3.x config/kraft/server.properties, its keys and values (comments left out).
@@ -116,7 +131,7 @@ STOCK = {
 
 def test_a_stock_kafka_server_properties_loads_and_names_what_kraft_does_not_use():
     config = load_config(STOCK, "server.properties")
-    assert str(config.log_dir) == "/tmp/kraft-combined-logs"  # log.dirs, as Kafka takes it
+    assert str(config.metadata_dir) == "/tmp/kraft-combined-logs"  # log.dirs, as Kafka takes it
     assert config.client_listener.name == "PLAINTEXT" and config.controller_listener.endpoint.port == 9093
     assert config.advertised(config.client_listener).host == "localhost"
     assert set(config.unused) == {"num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
@@ -136,7 +151,7 @@ def test_a_misspelt_key_is_named_with_the_key_it_looks_like():
 def test_kafkas_fallbacks_and_aliases():
     entries = {k: v for k, v in BASE.items() if k not in ("metadata.log.dir", "node.id")}
     config = load_config({**entries, "broker.id": "1", "log.dirs": " /a , /b", "log.dir": "/c"})
-    assert config.node_id == 1 and str(config.log_dir) == "/a"
+    assert config.node_id == 1 and str(config.metadata_dir) == "/a"
     assert str(load_config({**entries, "node.id": "1", "log.dir": "/c"}).log_dir) == "/c"
     assert str(load_config({**entries, "node.id": "1"}).log_dir) == "/tmp/kafka-logs"  # Kafka's log.dir default
     two = {**BASE, "listeners": "CONTROLLER://h:9093,A://h:1,B://h:2", "listener.security.protocol.map":

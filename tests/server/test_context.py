@@ -1,4 +1,4 @@
-"""The handlers' view of their node (kraft.server.context): they take a NodeContext, never
+"""The handlers' view of their node (kraft.server.apis.context): they take a NodeContext, never
 the node's module, so no import in server/ closes a cycle; they read the log only
 as the context gives it (committed bytes, start and end, the epoch history); they act by
 `step`, which returns what the action returned."""
@@ -11,14 +11,14 @@ import kraft.server
 from kraft.cli.cluster_client import create_topic
 from kraft.protocol import ErrorCode
 from kraft.records import iter_batches
-from kraft.server.admin import AdminApi
-from kraft.server.broker import BrokerLifecycle
-from kraft.server.client_api import ClientApi
-from kraft.server.client_reads import ClientReads
-from kraft.server.context import NodeContext
-from kraft.server.describe_cluster import DescribeCluster
-from kraft.server.describe_configs import DescribeConfigs
-from kraft.server.forwarding import Forwarding
+from kraft.server.apis.admin import AdminApi
+from kraft.server.apis.broker import BrokerLifecycle
+from kraft.server.apis.client_api import ClientApi
+from kraft.server.apis.client_reads import ClientReads
+from kraft.server.apis.context import NodeContext
+from kraft.server.apis.describe_cluster import DescribeCluster
+from kraft.server.apis.describe_configs import DescribeConfigs
+from kraft.server.apis.forwarding import Forwarding
 from kraft.storage import FileRegion
 
 from .cluster_helpers import QUIET
@@ -56,7 +56,7 @@ def server_imports(path: Path) -> set[str]:
 
 def test_the_server_package_has_no_import_cycle():
     graph = {module: server_imports(path) - {module} for module, path in MODULES.items()}
-    assert "kraft.server.client_api" in graph["kraft.server.node"], "the node builds its handlers"
+    assert "kraft.server.apis.client_api" in graph["kraft.server.runtime.node"], "the node builds its handlers"
     done: set[str] = set()
 
     def visit(module: str, path: tuple[str, ...]) -> None:
@@ -76,7 +76,7 @@ def test_handlers_take_a_context_and_never_the_storage():
         assert inspect.signature(handler.__init__).parameters["node"].annotation is NodeContext, handler
         storage = {name for module, name in imports(path) if module.startswith("kraft.storage")}
         assert not storage & STORAGE_INTERNALS, f"{path.name} reaches the storage: {storage & STORAGE_INTERNALS}"
-        assert "kraft.server.node" not in {module for module, _ in imports(path)}, path.name
+        assert "kraft.server.runtime.node" not in {module for module, _ in imports(path)}, path.name
 
 
 def test_a_node_gives_its_handlers_committed_reads_and_steps_that_answer(tmp_path):

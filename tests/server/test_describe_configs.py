@@ -1,6 +1,6 @@
 """DescribeConfigs' rules (Kafka's ConfigHelper), on configs at every level, without a cluster."""
 
-from kraft.server.describe_configs import (
+from kraft.server.apis.describe_configs import (
     DEFAULT_CONFIG,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,

@@ -22,8 +22,8 @@ from kraft.groups import OFFSETS_TOPIC, partition_for
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.raft import messages as m
-from kraft.server.fetch_snapshot_batch import FetchSnapshotBatcher
-from kraft.server.node import OFFSETS_TOPIC_ID
+from kraft.server.runtime.fetch_snapshot_batch import FetchSnapshotBatcher
+from kraft.server.runtime.node import OFFSETS_TOPIC_ID
 from kraft.storage import parse_snapshot_file_name
 from kraft.storage.checkpoint import read_offset_checkpoint
 

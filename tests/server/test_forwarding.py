@@ -8,7 +8,7 @@ from kraft.cli.cluster_client import create_topic_at_leader, leader, request, ru
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.codec import decode_response, encode, response_class
-from kraft.server.forwarding import address_bytes, principal_data
+from kraft.server.apis.forwarding import address_bytes, principal_data
 
 from .cluster_helpers import wait_for
 

@@ -16,9 +16,9 @@ from kraft.cli.local_cluster import LOCAL_DEFAULTS, free_port
 from kraft.protocol import ErrorCode, KafkaServer, decode_response, encode_request, response_class
 from kraft.protocol.connection import KafkaConnection
 from kraft.raft import messages as m
-from kraft.server.config import Endpoint, load_config
-from kraft.server.node import PARTITION_DIR, KraftNode
-from kraft.server.peers import Peers
+from kraft.server.runtime.node import PARTITION_DIR, KraftNode
+from kraft.server.runtime.peers import Peers
+from kraft.server.settings.server_config import Endpoint, load_config
 from kraft.storage import parse_snapshot_file_name
 from kraft.storage.meta_properties import format_storage
 

@@ -1,4 +1,4 @@
-"""The `__consumer_offsets` partitions' voters on a dynamic quorum (server/offsets_voters.py):
+"""The `__consumer_offsets` partitions' voters on a dynamic quorum (server/runtime/offsets_voters.py):
 which change a partition's leader makes next toward the metadata partition's voters, and
 when this replica knows those voters are committed (on real cores, hand-driven)."""
 
@@ -10,7 +10,7 @@ from kraft.raft import Role
 from kraft.raft import messages as m
 from kraft.raft.voters import VoterSet
 from kraft.records.control import Voter, VoterEndpoint
-from kraft.server.offsets_voters import ADD, REMOVE, UPDATE, Change, committed_voters, next_change
+from kraft.server.runtime.offsets_voters import ADD, REMOVE, UPDATE, Change, committed_voters, next_change
 from tests.raft.conftest import Node
 from tests.raft.test_membership import add, caught_up, fetch, formatted
 

@@ -1,6 +1,6 @@
 """Every version Kafka defines of the KRaft RPCs, answered by a running cluster.
 
-The core speaks one version of each (RAFT_APIS); kraft.server.raft_versions converts the
+The core speaks one version of each (RAFT_APIS); kraft.server.apis.raft_versions converts the
 others to it and its answers back. Each request here is built with kio's class of its
 version and sent over TCP to a node's controller listener, and each answer is decoded by
 kio's response class of that version: what a Kafka controller of that version would send
@@ -20,7 +20,7 @@ from kraft.protocol.build import build_request, convert
 from kraft.protocol.codec import decode, encode, request_class
 from kraft.raft.messages import METADATA_TOPIC, METADATA_TOPIC_ID
 from kraft.records import iter_batches
-from kraft.server.raft_versions import (
+from kraft.server.apis.raft_versions import (
     ABSENT,
     BEGIN_QUORUM_EPOCH,
     DESCRIBE_QUORUM,
@@ -341,9 +341,9 @@ def test_a_replica_names_the_leader_it_knows_before_it_holds_the_voter_set():
 
     from kraft.protocol.server import KafkaServer
     from kraft.raft import messages as m
-    from kraft.server.config import Endpoint, load_config
-    from kraft.server.node import RAFT_APIS
-    from kraft.server.raft_versions import RaftVersions
+    from kraft.server.apis.raft_versions import RaftVersions
+    from kraft.server.runtime.node import RAFT_APIS
+    from kraft.server.settings.server_config import Endpoint, load_config
 
     config = load_config({"node.id": "2", "process.roles": "controller", "controller.listener.names": "CONTROLLER",
                           "controller.quorum.bootstrap.servers": "127.0.0.1:9093",

@@ -19,8 +19,8 @@ from kraft.raft import messages as m
 from kraft.records import build_batch
 from kraft.sim import INVARIANTS, Simulation, SimulationFailure
 from kraft.sim.__main__ import main
-from kraft.sim.history import Violation
 from kraft.sim.invariants import LogMatching
+from kraft.sim.run_history import Violation
 from kraft.storage import MemoryLog
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from crc32c import crc32c
 
 from kraft.metadata import MetadataImage, apply_records, encode_record, snapshot_records
-from kraft.metadata import controller as ctl
-from kraft.metadata.controller import ControllerResult
+from kraft.metadata import operations as ctl
+from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import BrokerEndpoint
 from kraft.records import (
     Compression,

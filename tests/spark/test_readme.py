@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from kraft.metadata import controller as ctl
+from kraft.metadata import operations as ctl
 from kraft.metadata.records import NO_LEADER_CHANGE, PartitionChangeRecord, PartitionRecord
 from tests.spark.logs import T0, TOPIC, MetadataLog
 

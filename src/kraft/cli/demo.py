@@ -315,13 +315,13 @@ def spark_step(cluster: LocalCluster, node_id: int, security: DemoSecurity | Non
                       f"high watermark), from the log start; {log.rdd.getNumPartitions()} task(s)"
                       + (f"; as {demo_security.READER} over SASL_SSL (kafka.security.protocol, kafka.ssl.*, "
                          "kafka.sasl.*)" if security else ""))
-        kraft.spark.demo.show_log(log)
+        kraft.spark.demo_frames.show_log(log)
         cluster.stop()
         path = cluster.nodes[node_id].partition_dir
         # At the end of the node's files, not at `end`: the cluster went on writing while
         # Spark read, and retention may have moved the log start (and its snapshots) past it.
         console.print(f"the metadata image from node {node_id}'s files (its latest snapshot and the log after it), "
                       f"read once the cluster stopped:")
-        kraft.spark.demo.show_image(spark, str(path))
+        kraft.spark.demo_frames.show_image(spark, str(path))
     finally:
         spark.stop()

@@ -21,7 +21,7 @@ from kraft.groups import OFFSETS_TOPIC, partition_for
 from kraft.groups.classic import consumer_subscription_topics
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
-from kraft.server.config import read_config
+from kraft.server.settings.server_config import read_config
 
 GROUP = "kraft-demo"
 CLIENT_ID = "kraft-demo-consumer"
@@ -50,7 +50,7 @@ def _show(console: Console, cluster: LocalCluster, security: DemoSecurity | None
     try:
         consumer.subscribe([TOPIC])
         first, last, count = read_to_the_end(consumer, partition)
-        partitions = read_config(cluster.nodes[1].config_path)["offsets.topic.num.partitions"]
+        partitions = read_config(cluster.nodes[1].config_path).offsets_topic_num_partitions
         console.print(f"kafka-python's consumer joined group {GROUP}, whose coordinator is the leader of "
                       f"{OFFSETS_TOPIC}-{partition_for(GROUP, partitions)}, and read {TOPIC}-0 to its end: "
                       f"{count} records, offsets {first} to {last.offset}"

@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass
 
 from kraft.records import Voter, VoterEndpoint
-from kraft.server.config import ServerConfig
+from kraft.server.settings.server_config import ServerConfig
 from kraft.storage.meta_properties import (
     is_reserved_directory_id,
     kafka_text,
@@ -198,11 +198,11 @@ def _advertised_controller(config: ServerConfig) -> tuple[str, int]:
 def plan_dynamic_quorum(config: ServerConfig, flags: QuorumFlags) -> DynamicQuorumFormat | None:
     """The voter set to format `config`'s node with, None for none (a static quorum, or
     --no-initial-controllers); InitialControllersError for what the rules refuse."""
-    static_voters = config.values.get("controller.quorum.voters") or {}
-    bootstrap_servers = config.values.get("controller.quorum.bootstrap.servers") or ""
+    static_voters = config.controller_quorum_voters
+    bootstrap_servers = config.controller_quorum_bootstrap_servers
     if flags.dynamic and not config.is_voter:
         raise InitialControllersError(f"You can only use {flags.name} on a controller "
-                                      f"({config.source}: process.roles={','.join(sorted(config['process.roles']))})")
+                                      f"({config.source}: process.roles={','.join(sorted(config.process_roles))})")
     if flags.dynamic and static_voters:
         raise InitialControllersError(
             f"{config.source} sets controller.quorum.voters, which makes the quorum static: {flags.name} formats a "

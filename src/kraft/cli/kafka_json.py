@@ -24,8 +24,8 @@ import re
 from typing import Any, Literal, NamedTuple
 
 from kraft.metadata import decode_record, uuid_str
-from kraft.metadata.errors import MetadataRecordError
 from kraft.metadata.kafka_form import camel_case, control_data, type_name
+from kraft.metadata.metadata_errors import MetadataRecordError
 from kraft.metadata.records import RECORD_TYPES, MetadataRecord
 from kraft.metadata.schema import BYTES, FLOAT64, UUID, ArrayOf, WireType, schema_of
 from kraft.records import (

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kraft.cli.scram_args import parse_add_scram
 from kraft.controller.bootstrap import write_bootstrap
-from kraft.server.config import parse_properties
+from kraft.server.settings.server_config import parse_properties
 from kraft.storage.meta_properties import format_storage, random_cluster_id
 
 # Small timeouts: a local cluster elects and fails over in a fraction of a second.

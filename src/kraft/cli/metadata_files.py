@@ -31,11 +31,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from kraft.metadata import MetadataCache, MetadataImage, decode_record, encode_record
-from kraft.metadata.errors import MetadataError, MetadataRecordError, ReplayError
+from kraft.metadata.metadata_errors import MetadataError, MetadataRecordError, ReplayError
 from kraft.metadata.records import NoOpRecord
 from kraft.records import Record, RecordBatch, RecordError, SimpleRecord, iter_file_batches
-from kraft.storage.errors import SnapshotError
 from kraft.storage.snapshot import CHECKPOINT_SUFFIX, SnapshotReader, parse_snapshot_file_name
+from kraft.storage.storage_errors import SnapshotError
 
 METADATA_PARTITION = "__cluster_metadata-0"  # the partition directory inside metadata.log.dir
 _NOOP = SimpleRecord(None, encode_record(NoOpRecord()))  # what an undecodable record counts as

@@ -31,7 +31,7 @@ from kraft.cli.initial_controllers import reachable_host
 from kraft.cli.quorum_client import BROKERS, CONTROLLERS, ClientSettings, QuorumToolError, change_voters, describe
 from kraft.raft.membership_messages import NO_DIRECTORY, add_raft_voter_request, remove_raft_voter_request
 from kraft.records import VoterEndpoint
-from kraft.server.config import SCHEMA, parse_properties
+from kraft.server.settings.server_config import default_of, parse_properties, parse_value
 from kraft.storage.meta_properties import (
     StorageNotFormattedError,
     kafka_text,
@@ -231,11 +231,10 @@ class NewController:
 
 def _parsed(entries: dict[str, str], key: str, path: str) -> Any:
     """`key` read by server.properties' own parser, or UsageError naming file and key."""
-    parser, default = SCHEMA[key]
     if key not in entries:
-        return default
+        return default_of(key)
     try:
-        return parser(entries[key])
+        return parse_value(key, entries[key])
     except ValueError as e:
         raise UsageError(f"--command-config {path}: invalid value for {key}: {e}") from None
 

@@ -30,8 +30,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from kraft.server.config import ConfigError, ServerConfig, read_config
-from kraft.server.node import PARTITION_DIR
+from kraft.server.runtime.node import PARTITION_DIR
+from kraft.server.settings.server_config import ConfigError, ServerConfig, read_config
 from kraft.storage import (
     ElectionState,
     FileLog,
@@ -71,7 +71,7 @@ def _epochs_seen(partition: Path, restarting_in: int | None) -> tuple[int, bool]
 
 def _new_epoch(command: str, config: ServerConfig, sources: list[Path], floor: int, requested: int | None) -> int:
     """The epoch to restart in (see the module docstring), or ValueError saying why not."""
-    here, voted = _epochs_seen(config.log_dir / PARTITION_DIR, requested)
+    here, voted = _epochs_seen(config.metadata_dir / PARTITION_DIR, requested)
     seen = max([floor, here] + [_epochs_seen(source, requested)[0] for source in sources])
     if requested is None:
         if voted and set(config.voters) == {config.node_id}:
@@ -97,12 +97,12 @@ def _new_epoch(command: str, config: ServerConfig, sources: list[Path], floor: i
 def restore(config_path: str, snapshot_path: str, epoch: int | None) -> int:
     try:
         config = read_config(config_path)
-        with DirectoryLock(config.log_dir):
-            read_meta_properties(config.log_dir)
+        with DirectoryLock(config.metadata_dir):
+            read_meta_properties(config.metadata_dir)
             source = Path(snapshot_path)
             sid = parse_snapshot_file_name(source.name)
             SnapshotReader.open(source, sid).validate()
-            partition = config.log_dir / PARTITION_DIR
+            partition = config.metadata_dir / PARTITION_DIR
             new_epoch = _new_epoch("restore", config, [], sid.epoch, epoch)
             # The snapshot first, then the log start that names it: interrupted in between,
             # the node's log still starts where a snapshot of its own says it may.
@@ -133,13 +133,13 @@ def restore(config_path: str, snapshot_path: str, epoch: int | None) -> int:
 def recover(config_path: str, survivor_log_dir: str, epoch: int | None) -> int:
     try:
         config = read_config(config_path)
-        with DirectoryLock(config.log_dir):
-            read_meta_properties(config.log_dir)
+        with DirectoryLock(config.metadata_dir):
+            read_meta_properties(config.metadata_dir)
             survivor = Path(survivor_log_dir)
             source = survivor / PARTITION_DIR
             if not source.is_dir():
                 raise ValueError(f"{survivor} holds no {PARTITION_DIR}: give the survivor's metadata.log.dir")
-            partition = config.log_dir / PARTITION_DIR
+            partition = config.metadata_dir / PARTITION_DIR
             new_epoch = _new_epoch("recover", config, [source], 0, epoch)
             if source.resolve() != partition.resolve():
                 check_free(survivor)  # a running survivor's files change while they are copied
@@ -147,7 +147,7 @@ def recover(config_path: str, survivor_log_dir: str, epoch: int | None) -> int:
                 shutil.copytree(source, partition)
                 for name in LOG_DIR_CHECKPOINTS:
                     if (survivor / name).exists():
-                        shutil.copy2(survivor / name, config.log_dir / name)
+                        shutil.copy2(survivor / name, config.metadata_dir / name)
             FileQuorumStateStore(partition).write(ElectionState(new_epoch, None, None, tuple(sorted(config.voters))))
             log = FileLog(partition)  # recovery checks what was copied
             end = log.end_offset

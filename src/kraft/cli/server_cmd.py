@@ -18,10 +18,10 @@ from kraft.controller.quorum_controller import BOOTSTRAP_METADATA_VERSION, BOOTS
 from kraft.metadata.image import METADATA_VERSION
 from kraft.metadata.records import FeatureLevelRecord
 from kraft.raft.messages import METADATA
-from kraft.server.config import ConfigError, read_config, unused_keys_warning
-from kraft.server.node import KraftNode
-from kraft.server.offsets_voters import write_bootstrap_snapshots
-from kraft.server.partition_driver import LOG_PARTITION
+from kraft.server.runtime.node import KraftNode
+from kraft.server.runtime.offsets_voters import write_bootstrap_snapshots
+from kraft.server.runtime.partition_driver import LOG_PARTITION
+from kraft.server.settings.server_config import ConfigError, read_config, unused_keys_warning
 from kraft.storage import StorageError
 from kraft.storage.bootstrap_snapshot import write_bootstrap_snapshot
 from kraft.storage.dirlock import DirectoryInUseError, DirectoryLock
@@ -186,15 +186,15 @@ def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool, ad
 
         def write_bootstrap_files() -> None:
             if credentials:
-                write_bootstrap(config.log_dir, [
+                write_bootstrap(config.metadata_dir, [
                     FeatureLevelRecord(name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION), *credentials])
             if plan is not None:  # the metadata partition's first voters, and each offsets partition's
                 now = int(time.time() * 1000)
-                write_bootstrap_snapshot(config.log_dir, plan.voters(), now)
-                write_bootstrap_snapshots(config.log_dir, plan.voters(), config["offsets.topic.num.partitions"], now)
+                write_bootstrap_snapshot(config.metadata_dir, plan.voters(), now)
+                write_bootstrap_snapshots(config.metadata_dir, plan.voters(), config.offsets_topic_num_partitions, now)
 
-        with DirectoryLock(config.log_dir):
-            formatted = format_storage(config.log_dir, cluster_id, config.node_id, ignore_formatted=ignore_formatted,
+        with DirectoryLock(config.metadata_dir):
+            formatted = format_storage(config.metadata_dir, cluster_id, config.node_id, ignore_formatted=ignore_formatted,
                                        directory_id=plan.directory_id if plan is not None else None,
                                        before_write=write_bootstrap_files)
     except (ConfigError, StorageNotFormattedError, DirectoryInUseError, InvalidClusterIdError,
@@ -203,7 +203,7 @@ def storage_format(config_path: str, cluster_id: str, ignore_formatted: bool, ad
         return 1
     if formatted:
         what = plan.description if plan is not None else "metadata directory"
-        print(f"Formatting {what} {config.log_dir} with metadata.version {BOOTSTRAP_RELEASE}.")
+        print(f"Formatting {what} {config.metadata_dir} with metadata.version {BOOTSTRAP_RELEASE}.")
     else:
         print("All of the log directories are already formatted.")
     return 0
@@ -218,7 +218,7 @@ def storage_info(config_path: str) -> int:
         print(f"kraft storage info: {e}", file=sys.stderr)
         return 1
     found, problems, metadata = [], [], None
-    for directory in [str(config.log_dir)]:  # kraft keeps no data beside the metadata log
+    for directory in [str(config.metadata_dir)]:  # kraft keeps no data beside the metadata log
         path = Path(directory)
         if not path.is_dir():
             problems.append(f"{path} does not exist" if not path.exists() else f"{path} is not a directory")

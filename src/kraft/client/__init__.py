@@ -9,14 +9,14 @@ epochs; `security` how it reaches a secured cluster (Kafka's security.protocol, 
 sasl.* settings).
 """
 
-from kraft.client.consumer import Consumer
-from kraft.client.errors import (
+from kraft.client.client_errors import (
     AuthenticationError,
     AuthorizationError,
     ConsumerError,
     LogTruncationError,
     OffsetOutOfRangeError,
 )
+from kraft.client.consumer import Consumer
 from kraft.client.fetched import ConsumerRecord, FetchedBatches
 from kraft.client.positions import OffsetAndEpoch, TopicPartition
 

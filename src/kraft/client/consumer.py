@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
-from kraft.client.errors import (
+from kraft.client.client_errors import (
     NOT_AUTHORIZED,
     AuthenticationError,
     AuthorizationError,

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from kraft.client.errors import ConsumerError, LogTruncationError, OffsetOutOfRangeError, error_for
+from kraft.client.client_errors import ConsumerError, LogTruncationError, OffsetOutOfRangeError, error_for
 from kraft.client.fetched import ConsumerRecord, FetchedBatches, SnapshotDownload, snapshot_name
 from kraft.client.partition_state import NO_EPOCH, PartitionState, Reset
 from kraft.client.positions import OffsetAndEpoch, TopicPartition, diverged_at

@@ -10,7 +10,7 @@ import mmap
 import tempfile
 from dataclasses import dataclass
 
-from kraft.client.errors import ConsumerError
+from kraft.client.client_errors import ConsumerError
 from kraft.client.positions import OffsetAndEpoch, TopicPartition
 from kraft.records import RecordBatch, RecordError, read_batches
 from kraft.records.control import ControlType, parse_control_key

@@ -49,13 +49,13 @@ from kraft.metadata import (
     snapshot_records,
 )
 from kraft.metadata.collector import frozen_when_built
-from kraft.metadata.controller import ControllerResult, check_record_count
 from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION
+from kraft.metadata.operations import ControllerResult, check_record_count
 from kraft.metadata.records import FeatureLevelRecord, NoOpRecord
 from kraft.raft import CommittedBatch, LeaderAndEpoch, RaftCore
 from kraft.raft.messages import METADATA
-from kraft.raft.snapshot_jobs import SnapshotJob, Snapshotter
-from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.statemachine.snapshot_jobs import SnapshotJob, Snapshotter
+from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import SnapshotReader
 
 log = logging.getLogger("kraft.controller")
@@ -247,7 +247,7 @@ class QuorumController:
     # ---------------------------------------------------------------- snapshots
 
     def start_snapshot(self, now: int) -> SnapshotJob | None:
-        """A snapshot of the committed image if one is due (see kraft.raft.snapshot_jobs);
+        """A snapshot of the committed image if one is due (see kraft.statemachine.snapshot_jobs);
         never of an image that ends inside a batch (an open transaction's Begin)."""
         image = self.cache.image
         if not self.cache.batch_aligned:

@@ -1,6 +1,6 @@
 """Consumer groups: Kafka's group coordinator as a state machine on a Raft log.
 
-Each `__consumer_offsets` partition is a Raft log of its own (server/node.py runs them);
+Each `__consumer_offsets` partition is a Raft log of its own (server/runtime/node.py runs them);
 the coordinator of a partition is that log's listener and, on its leader, serves the groups that hash to
 it (Kafka's records, Kafka's classic protocol, committed offsets with their leader epoch).
 Its place among the layers, its wiring and what is left: docs/architecture.md, "Consumer
@@ -8,8 +8,8 @@ groups (`groups/`)".
 """
 
 from kraft.groups.api import GroupApi, GroupContext
-from kraft.groups.config import GroupConfig
 from kraft.groups.coordinator import GroupCoordinator
+from kraft.groups.group_config import GroupConfig
 from kraft.groups.partition import RaftPartition
 from kraft.groups.partitioning import OFFSETS_TOPIC, partition_for
 from kraft.groups.replies import CoordinatorError, Reply

@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
 from kraft.groups.coordinator import GroupCoordinator
-from kraft.groups.messages import (
+from kraft.groups.group_messages import (
     NONE,
     CommitPartition,
     CommitRequest,

@@ -24,8 +24,8 @@ import struct
 from collections import Counter
 from dataclasses import dataclass
 
-from kraft.groups.messages import DescribedGroup, DescribedMember, JoinMember
-from kraft.groups.records import GroupMetadataValue, MemberMetadata
+from kraft.groups.group_messages import DescribedGroup, DescribedMember, JoinMember
+from kraft.groups.offsets_records import GroupMetadataValue, MemberMetadata
 from kraft.groups.replies import Reply
 
 CONSUMER_PROTOCOL_TYPE = "consumer"

@@ -31,20 +31,20 @@ from collections.abc import Callable, Sequence
 from random import Random
 from typing import Any, TypeVar
 
-from kraft.groups.config import GroupConfig
-from kraft.groups.membership import Membership
-from kraft.groups.messages import CommitRequest, DescribedGroup, JoinRequest, ListedGroup, SyncRequest
+from kraft.groups.group_config import GroupConfig
+from kraft.groups.group_messages import CommitRequest, DescribedGroup, JoinRequest, ListedGroup, SyncRequest
 from kraft.groups.offsets import Offsets, TopicPartitions
+from kraft.groups.offsets_records import GroupRecord, encode_record
 from kraft.groups.partition import RaftPartition
 from kraft.groups.partitioning import OFFSETS_TOPIC
-from kraft.groups.records import GroupRecord, encode_record
+from kraft.groups.rebalance import Membership
 from kraft.groups.replies import CoordinatorError, Reply
 from kraft.groups.state import GroupsCache, GroupsImage
 from kraft.groups.wire import GroupRecordError
 from kraft.protocol import ErrorCode
 from kraft.raft import CommittedBatch, LeaderAndEpoch, RecordBatchTooLargeError
-from kraft.raft.snapshot_jobs import SnapshotJob, Snapshotter
-from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.statemachine.snapshot_jobs import SnapshotJob, Snapshotter
+from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import SnapshotReader
 
 T = TypeVar("T")
@@ -277,7 +277,7 @@ class GroupCoordinator:
     # ---------------------------------------------------------------- snapshots
 
     def start_snapshot(self, now: int) -> SnapshotJob | None:
-        """A snapshot of the committed image if one is due (see kraft.raft.snapshot_jobs)."""
+        """A snapshot of the committed image if one is due (see kraft.statemachine.snapshot_jobs)."""
         image = self.cache.image
         return self.snapshots.start(self.core, image, image.snapshot_records, changed_ratio=self.cache.changed_ratio,
                                     last_commit_time=self._last_commit_time, now=now)

@@ -14,21 +14,21 @@ DeleteGroups write tombstones for what the working image holds.
 
 from collections.abc import Sequence
 
-from kraft.groups.config import GroupConfig
-from kraft.groups.membership import GroupLog, Membership, invalid_group_id
-from kraft.groups.messages import (
+from kraft.groups.group_config import GroupConfig
+from kraft.groups.group_messages import (
     NONE,
     CommitRequest,
     FetchAnswer,
     FetchedOffset,
     OffsetDeleteAnswer,
 )
-from kraft.groups.records import (
+from kraft.groups.offsets_records import (
     GroupMetadataKey,
     GroupRecord,
     OffsetCommitKey,
     OffsetCommitValue,
 )
+from kraft.groups.rebalance import GroupLog, Membership, invalid_group_id
 from kraft.groups.replies import CoordinatorError, Reply
 from kraft.groups.state import GroupsImage
 from kraft.protocol import ErrorCode

@@ -10,7 +10,7 @@ so, or say what a change to the core broke.
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from kraft.raft.snapshot_jobs import SnapshotSource
+from kraft.statemachine.snapshot_jobs import SnapshotSource
 
 
 class LeaderView(Protocol):

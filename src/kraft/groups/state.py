@@ -19,7 +19,7 @@ from typing import Protocol
 
 from immutables import Map, MapMutation
 
-from kraft.groups.records import (
+from kraft.groups.offsets_records import (
     GroupMetadataKey,
     GroupMetadataValue,
     GroupRecord,
@@ -31,7 +31,7 @@ from kraft.groups.records import (
     encode_value,
 )
 from kraft.groups.wire import GroupRecordError
-from kraft.raft.snapshot_policy import ChangedRecords
+from kraft.statemachine.changed_records import ChangedRecords
 
 TopicPartition = tuple[str, int]
 GroupOffsets = Map[TopicPartition, OffsetCommitValue]

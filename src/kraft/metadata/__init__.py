@@ -14,7 +14,17 @@ Its place among the layers: docs/architecture.md.
 
 from kraft.metadata.cache import MetadataCache
 from kraft.metadata.delta import MetadataDelta, apply_records
-from kraft.metadata.errors import (
+from kraft.metadata.image import (
+    BrokerRegistration,
+    ConfigResource,
+    ConfigResourceType,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    image_to_records,
+)
+from kraft.metadata.image_snapshot import decode_records, image_from_records, load_snapshot, snapshot_records
+from kraft.metadata.metadata_errors import (
     ControllerError,
     Errors,
     InvalidRecordError,
@@ -26,18 +36,8 @@ from kraft.metadata.errors import (
     RecordEncodeError,
     ReplayError,
 )
-from kraft.metadata.image import (
-    BrokerRegistration,
-    ConfigResource,
-    ConfigResourceType,
-    MetadataImage,
-    PartitionRegistration,
-    TopicImage,
-    image_to_records,
-)
 from kraft.metadata.records import MetadataRecord, uuid_str
 from kraft.metadata.serde import decode_record, encode_record
-from kraft.metadata.snapshot import decode_records, image_from_records, load_snapshot, snapshot_records
 
 __all__ = [
     "BrokerRegistration",

@@ -21,14 +21,15 @@ from collections.abc import Iterable
 
 from kraft.metadata.collector import collector_paused
 from kraft.metadata.delta import MetadataDelta
-from kraft.metadata.errors import (
+from kraft.metadata.image import MetadataImage
+from kraft.metadata.image_snapshot import HasValue, load_snapshot
+from kraft.metadata.metadata_errors import (
     InvalidRecordError,
     MetadataRecordError,
     NotCaughtUpError,
     OffsetOrderError,
     ReplayError,
 )
-from kraft.metadata.image import MetadataImage
 from kraft.metadata.records import (
     AbortTransactionRecord,
     BeginTransactionRecord,
@@ -36,8 +37,7 @@ from kraft.metadata.records import (
     MetadataRecord,
 )
 from kraft.metadata.serde import decode_record
-from kraft.metadata.snapshot import HasValue, load_snapshot
-from kraft.raft.snapshot_policy import ChangedRecords
+from kraft.statemachine.changed_records import ChangedRecords
 
 
 class MetadataCache:

@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from kraft.metadata.errors import ControllerError, Errors
 from kraft.metadata.image import ConfigResourceType
+from kraft.metadata.metadata_errors import ControllerError, Errors
 
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 # KIP-630: the metadata log is compacted by snapshots, never by the log cleaner.

@@ -44,7 +44,6 @@ import immutables
 
 import kraft.metadata.isr_index as isr_index
 import kraft.metadata.partition_replay as partition_replay
-from kraft.metadata.errors import InvalidRecordError
 from kraft.metadata.image import (
     DERIVED_FENCING,
     EMPTY_MAP,
@@ -61,6 +60,7 @@ from kraft.metadata.image import (
     intern_ids,
     merged,
 )
+from kraft.metadata.metadata_errors import InvalidRecordError
 from kraft.metadata.records import (
     AbortTransactionRecord,
     AccessControlEntryRecord,

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Callable
 
 import kraft.metadata._fields as _fields
-from kraft.metadata.errors import MetadataRecordError, RecordEncodeError
+from kraft.metadata.metadata_errors import MetadataRecordError, RecordEncodeError
 from kraft.metadata.records import RECORD_TYPES, MetadataRecord
 from kraft.metadata.schema import Schema, schema_of, uvarint
 

@@ -14,7 +14,9 @@ from kraft.protocol.codec import (
     request_class,
     response_class,
 )
-from kraft.protocol.errors import (
+from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, frame
+from kraft.protocol.limits import ListenerLimits
+from kraft.protocol.protocol_errors import (
     ErrorCode,
     FrameTooLargeError,
     InvalidRequestError,
@@ -22,8 +24,6 @@ from kraft.protocol.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
-from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, frame
-from kraft.protocol.limits import ListenerLimits
 from kraft.protocol.server import Handler, KafkaServer
 
 __all__ = [

@@ -16,8 +16,8 @@ from kio.schema.index import api_key_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
-from kraft.protocol.errors import MalformedFrameError, UnsupportedVersionError
 from kraft.protocol.framing import frame
+from kraft.protocol.protocol_errors import MalformedFrameError, UnsupportedVersionError
 from kraft.protocol.shape import ShapeError, check, shape
 from kraft.protocol.tagged import read_entity
 

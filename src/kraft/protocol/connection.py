@@ -27,9 +27,9 @@ from typing import Any, ClassVar
 
 from kraft.protocol.build import build_request
 from kraft.protocol.codec import decode_response, encode_request, response_class
-from kraft.protocol.errors import ErrorCode, FrameTooLargeError, MalformedFrameError, ProtocolError
 from kraft.protocol.flow import WriteFlow
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES, SIZE
+from kraft.protocol.protocol_errors import ErrorCode, FrameTooLargeError, MalformedFrameError, ProtocolError
 from kraft.security.plain import PLAIN, PlainClient
 from kraft.security.sasl import SaslAuthenticationError, SaslClientExchange
 from kraft.security.scram import ScramClient, ScramMechanism

@@ -20,7 +20,7 @@ INT32_MAX = 2**31 - 1
 @dataclass(frozen=True)
 class ListenerLimits:
     """A listener's limits, in Kafka's terms (the server.properties key of each field in its
-    comment; the defaults are Kafka's except where kraft.server.config says otherwise)."""
+    comment; the defaults are Kafka's except where kraft.server.settings.server_config says otherwise)."""
 
     max_connections: int = INT32_MAX  # max.connections
     max_connections_per_ip: int = INT32_MAX  # max.connections.per.ip

@@ -31,10 +31,10 @@ import mmap
 from collections.abc import Callable
 from typing import Any
 
-from kraft.protocol.errors import FrameTooLargeError, MalformedFrameError, ProtocolError
 from kraft.protocol.flow import WriteFlow
 from kraft.protocol.framing import SIZE
 from kraft.protocol.limits import ListenerLimits, RequestMemory
+from kraft.protocol.protocol_errors import FrameTooLargeError, MalformedFrameError, ProtocolError
 
 STAGING_BYTES = 4096
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from kraft.protocol.build import build_response
 from kraft.protocol.codec import api_name
-from kraft.protocol.errors import ErrorCode, ProtocolError
+from kraft.protocol.protocol_errors import ErrorCode, ProtocolError
 from kraft.protocol.session import ListenerSecurity, current_session
 from kraft.security.sasl import SaslAuthenticationError
 

@@ -6,7 +6,7 @@ server answers ApiVersions from that registry, so it never advertises what it ca
 Requests on one connection are answered in order, one at a time, as Kafka's brokers do:
 a long-polling Fetch holds its connection until it is answered, so a node's peers send
 their Fetches on one connection and their election requests on another (see
-kraft.server.peers), and a Vote never waits behind a parked Fetch.
+kraft.server.runtime.peers), and a Vote never waits behind a parked Fetch.
 
 A frame that cannot be served (too large, malformed, an API or version we do not speak)
 closes only its own connection, after a log line that says why; every other connection
@@ -57,7 +57,6 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16
 
 from kraft.protocol.codec import api_name, decode_request, peek_api, request_class, response_class
-from kraft.protocol.errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from kraft.protocol.limits import (
     DESCRIPTORS,
@@ -67,6 +66,7 @@ from kraft.protocol.limits import (
     Throttled,
 )
 from kraft.protocol.listener import Connection, IdleConnection
+from kraft.protocol.protocol_errors import ErrorCode, ProtocolError, UnsupportedVersionError
 from kraft.protocol.regions import Region, Segment, encode_response_segments
 from kraft.protocol.sasl_gate import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslGate, refuse_before_login
 from kraft.protocol.session import PLAINTEXT_LISTENER, SESSION, SSL, ListenerSecurity, Session
@@ -111,7 +111,7 @@ class KafkaServer:
         self.name = name
         self.security = security
         # Called before each handler, when set: None to serve the request, else the answer
-        # refusing it (authorization: kraft.server.authorization).
+        # refusing it (authorization: kraft.server.settings.authorization).
         self.guard: Callable[[Any, Any], Any | None] | None = None
         self._endpoints: dict[int, Endpoint] = {}
         self._memory = RequestMemory(limits.queued_max_request_bytes)

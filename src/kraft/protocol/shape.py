@@ -18,7 +18,7 @@ from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 from kio.static.protocol import Entity
 
 from kraft.protocol._shape import Shape, ShapeError, check
-from kraft.protocol.errors import MalformedFrameError
+from kraft.protocol.protocol_errors import MalformedFrameError
 
 __all__ = ["Shape", "ShapeError", "checked_end", "shape"]
 

@@ -4,12 +4,12 @@ The driver contract is core.py's docstring; what each module owns, and why the c
 the choices it does: docs/architecture.md ("The Raft core is sans-IO").
 """
 
-from kraft.raft.config import RaftConfig
 from kraft.raft.core import RaftCore
-from kraft.raft.errors import InvariantViolation, NotLeaderError, RaftError, RecordBatchTooLargeError
-from kraft.raft.listener import CommittedBatch, LeaderAndEpoch, Listener
 from kraft.raft.outbox import Reply, Send
+from kraft.raft.raft_config import RaftConfig
+from kraft.raft.raft_errors import InvariantViolation, NotLeaderError, RaftError, RecordBatchTooLargeError
 from kraft.raft.roles import Role
+from kraft.raft.state_machine import CommittedBatch, LeaderAndEpoch, Listener
 
 __all__ = [
     "CommittedBatch",

@@ -9,7 +9,7 @@ encoded to learn whether it fits alone (Kafka's RecordBatchTooLargeException if 
 
 from collections.abc import Sequence
 
-from kraft.raft.errors import RecordBatchTooLargeError
+from kraft.raft.raft_errors import RecordBatchTooLargeError
 from kraft.records import HEADER_SIZE, SimpleRecord, build_batch
 
 Records = Sequence[SimpleRecord | tuple]

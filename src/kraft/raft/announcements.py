@@ -15,10 +15,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kraft.raft import messages as m
-from kraft.raft.config import RaftConfig
 from kraft.raft.gate import Gate
 from kraft.raft.outbox import Outbox
 from kraft.raft.quorum_state import QuorumState
+from kraft.raft.raft_config import RaftConfig
 from kraft.raft.roles import Follower, Leader, Resigned
 from kraft.raft.voters import Voters
 

@@ -6,7 +6,7 @@ control batches included (the listener tells them apart). Loading a snapshot rep
 state, so delivery resumes at the snapshot's end, whatever had been delivered before.
 """
 
-from kraft.raft.listener import CommittedBatch, Listener
+from kraft.raft.state_machine import CommittedBatch, Listener
 from kraft.records import read_batches
 from kraft.storage import ReplicatedLog
 

@@ -40,20 +40,20 @@ from kraft.raft import messages as m
 from kraft.raft.accumulator import BatchAccumulator
 from kraft.raft.announcements import Announcements
 from kraft.raft.commits import CommitDelivery
-from kraft.raft.config import RaftConfig
 from kraft.raft.elections import Elections
 from kraft.raft.epochs import EpochHistory, fence
-from kraft.raft.errors import NotLeaderError
 from kraft.raft.follower_download import FollowerDownload
 from kraft.raft.gate import Gate
 from kraft.raft.leader import LeaderState
-from kraft.raft.listener import LeaderAndEpoch, Listener
-from kraft.raft.metrics import SnapshotMetrics
 from kraft.raft.outbox import Outbox, Reply, Send
 from kraft.raft.quorum_state import QuorumState
+from kraft.raft.raft_config import RaftConfig
+from kraft.raft.raft_errors import NotLeaderError
 from kraft.raft.retention import LogStart
 from kraft.raft.roles import Campaign, Candidate, Follower, Leader, ParkedFetch, Resigned, Role, RoleState, Unattached
 from kraft.raft.snapshot_catalog import SnapshotCatalog
+from kraft.raft.snapshot_metrics import SnapshotMetrics
+from kraft.raft.state_machine import LeaderAndEpoch, Listener
 from kraft.raft.voter_changes import VoterChanges
 from kraft.raft.voters import Voters, VoterSet
 from kraft.records import LeaderChangeMessage, SimpleRecord, build_control_batch

@@ -29,11 +29,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kraft.raft import messages as m
-from kraft.raft.config import RaftConfig
 from kraft.raft.epochs import EpochHistory
 from kraft.raft.gate import MAX_EPOCH, Gate
 from kraft.raft.outbox import Outbox
 from kraft.raft.quorum_state import QuorumState
+from kraft.raft.raft_config import RaftConfig
 from kraft.raft.roles import Campaign, Follower, Prospective, Role, Unattached
 from kraft.raft.voters import Voters
 from kraft.storage import OffsetAndEpoch

@@ -10,7 +10,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
-from kraft.raft.errors import InvariantViolation
+from kraft.raft.raft_errors import InvariantViolation
 from kraft.storage import OffsetAndEpoch, ReplicatedLog, SnapshotError, SnapshotId, SnapshotStore
 
 log = logging.getLogger("kraft.raft")

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from kio.schema.errors import ErrorCode
 
 from kraft.raft import messages as m
-from kraft.raft.config import RaftConfig
 from kraft.raft.outbox import Outbox
 from kraft.raft.quorum_state import QuorumState
+from kraft.raft.raft_config import RaftConfig
 from kraft.raft.roles import Follower
 from kraft.raft.snapshot_fetch import DownloadFailed, SnapshotDownload
 from kraft.storage import SnapshotId, SnapshotStore

@@ -12,7 +12,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from kraft.raft import messages as m
-from kraft.raft.config import RaftConfig
+from kraft.raft.raft_config import RaftConfig
 from kraft.raft.voters import Voters
 
 log = logging.getLogger("kraft.raft")

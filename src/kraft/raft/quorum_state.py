@@ -29,9 +29,9 @@ import logging
 from collections.abc import Callable
 from random import Random
 
-from kraft.raft.config import RaftConfig
-from kraft.raft.errors import InvariantViolation
 from kraft.raft.gate import Gate
+from kraft.raft.raft_config import RaftConfig
+from kraft.raft.raft_errors import InvariantViolation
 from kraft.raft.roles import (
     Campaign,
     Candidate,

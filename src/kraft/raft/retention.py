@@ -26,7 +26,7 @@ Kafka has no `metadata.start.offset.lag.time.max.ms` timer to follow).
 import logging
 from collections.abc import Mapping, Sequence
 
-from kraft.raft.config import RaftConfig
+from kraft.raft.raft_config import RaftConfig
 from kraft.raft.roles import Follower, Leader, RoleState
 from kraft.raft.snapshot_catalog import SnapshotCatalog
 from kraft.raft.voters import Voters

@@ -18,8 +18,8 @@ from typing import Any
 
 from kraft.raft.accumulator import BatchAccumulator
 from kraft.raft.leader import LeaderState
-from kraft.raft.membership import PendingChange
 from kraft.raft.snapshot_fetch import SnapshotDownload
+from kraft.raft.voter_change_rules import PendingChange
 
 
 class Role(enum.Enum):

@@ -9,8 +9,8 @@ the latest snapshot's size, and how far the high watermark is past it.
 """
 
 from kraft.raft.epochs import EpochHistory
-from kraft.raft.listener import Listener
-from kraft.raft.metrics import SnapshotMetrics
+from kraft.raft.snapshot_metrics import SnapshotMetrics
+from kraft.raft.state_machine import Listener
 from kraft.storage import SnapshotError, SnapshotId, SnapshotNotFoundError, SnapshotReader, SnapshotStore
 
 

@@ -3,7 +3,7 @@
 Leader: each partition asked for is checked (the core's own partition only, the leader's
 epoch, a snapshot held, a position inside it) and then served a share of the response's
 bytes (`messages.share_bytes`, KIP-630's split between partitions). A core knows only its
-own partition, so a request naming several is split by the node (server/fetch_snapshot_batch.py),
+own partition, so a request naming several is split by the node (server/runtime/fetch_snapshot_batch.py),
 which shares the bytes by `wanted` and hands each core its partition with its share as the
 budget. A voter served a chunk counts as heard from, as a Fetch does, for check quorum.
 
@@ -20,7 +20,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kraft.raft import messages as m
-from kraft.raft.config import RaftConfig
+from kraft.raft.raft_config import RaftConfig
 from kraft.raft.snapshot_catalog import SnapshotCatalog
 from kraft.storage import RawSnapshotWriter, SnapshotError, SnapshotId, SnapshotReader, SnapshotStore
 

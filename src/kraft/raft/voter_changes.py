@@ -1,6 +1,6 @@
 """Voter changes (KIP-853) as a replica lives them: the state they own on the role objects.
 
-membership.py decides (Kafka's checks in Kafka's order, the new set); this module acts on
+voter_change_rules.py decides (Kafka's checks in Kafka's order, the new set); this module acts on
 what only voter changes touch, at both ends:
 
 - the leader's change waiting for its commit (`Leader.voter_change`): appended when
@@ -24,12 +24,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kraft.raft import membership, membership_messages
+from kraft.raft import membership_messages, voter_change_rules
 from kraft.raft import messages as m
-from kraft.raft.config import RaftConfig
 from kraft.raft.gate import Gate
 from kraft.raft.outbox import Outbox
 from kraft.raft.quorum_state import QuorumState
+from kraft.raft.raft_config import RaftConfig
 from kraft.raft.roles import Follower, Leader, Unattached
 from kraft.raft.voters import Voters
 from kraft.records import build_control_batch
@@ -77,11 +77,11 @@ class VoterChanges:
             return reply(handle, self._answer(
                 request, ErrorCode.not_leader_or_follower,
                 f"node {self.node_id} is not the leader (leader {self.quorum.leader_id}, epoch {self.quorum.epoch})"))
-        why = membership.refusal(request, self.voters, leader.progress, leader.voter_change,
+        why = voter_change_rules.refusal(request, self.voters, leader.progress, leader.voter_change,
                                  self.config.fetch_timeout_ms, now)
         if why is not None:
             return reply(handle, self._answer(request, *why))
-        changed = membership.changed_set(request, self.voters.latest)
+        changed = voter_change_rules.changed_set(request, self.voters.latest)
         if leader.appends.count:
             self.drain(leader, now)  # what was appended before the change stays before it
         offset = self.log.end_offset
@@ -93,7 +93,7 @@ class VoterChanges:
             return reply(handle, self._answer(request, ErrorCode.none))
         timeout_ms = int(request.timeout.total_seconds() * 1000) if hasattr(request, "timeout") else 0
         deadline = now + (timeout_ms if timeout_ms > 0 else self.config.request_timeout_ms)
-        leader.voter_change = membership.PendingChange(request, handle, offset, deadline)
+        leader.voter_change = voter_change_rules.PendingChange(request, handle, offset, deadline)
 
     def committed(self, leader: Leader, high_watermark: int) -> None:
         """The high watermark moved: the waiting change is answered once it passes it."""
@@ -140,7 +140,7 @@ class VoterChanges:
         mine = self.config.endpoints
         update = membership_messages.update_raft_voter_request(
             self.config.cluster_id, self.quorum.epoch, self.node_id,
-            uuid.UUID(bytes=self.config.directory_id or bytes(16)), mine, membership.KRAFT_VERSIONS_SUPPORTED)
+            uuid.UUID(bytes=self.config.directory_id or bytes(16)), mine, voter_change_rules.KRAFT_VERSIONS_SUPPORTED)
         log.info("node %d: asking leader %d to record its endpoints %s", self.node_id, leader_id,
                  [f"{e.name}://{e.host}:{e.port}" for e in mine])
         self.outbox.send(leader_id, update, now)

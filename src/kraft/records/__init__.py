@@ -40,7 +40,7 @@ from kraft.records.control import (
     build_control_batch,
     decode_control_record,
 )
-from kraft.records.errors import (
+from kraft.records.record_errors import (
     CorruptRecordError,
     IncompleteBatchError,
     RecordError,

@@ -26,7 +26,7 @@ from crc32c import crc32c
 import kraft.records._codec as _codec
 from kraft.records._codec import Record  # a decoded record: a tuple with named fields, fast to build
 from kraft.records.compression import Compression, compress, decompress
-from kraft.records.errors import CorruptRecordError, IncompleteBatchError
+from kraft.records.record_errors import CorruptRecordError, IncompleteBatchError
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61

@@ -7,7 +7,7 @@ import zlib
 import lz4.frame
 import zstandard
 
-from kraft.records.errors import UnsupportedCompressionError
+from kraft.records.record_errors import UnsupportedCompressionError
 
 
 class Compression(enum.IntEnum):

@@ -13,7 +13,7 @@ import struct
 from dataclasses import dataclass
 
 from kraft.records.batch import NO_PARTITION_LEADER_EPOCH, Record, SimpleRecord, build_batch
-from kraft.records.errors import RecordError
+from kraft.records.record_errors import RecordError
 
 CONTROL_KEY = struct.Struct(">hh")
 CONTROL_KEY_VERSION = 0

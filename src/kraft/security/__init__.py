@@ -3,6 +3,6 @@
 
 Pure logic on the standard library: no sockets, no config files, no metadata image. The
 protocol server runs the exchanges (kraft.protocol.sasl_gate), the server layer says where
-settings and credentials come from (kraft.server.listener_security). docs/architecture.md,
+settings and credentials come from (kraft.server.settings.listener_security). docs/architecture.md,
 "Security", is the map.
 """

@@ -10,7 +10,7 @@ from typing import Any
 
 from kraft.raft import Reply, Send
 from kraft.sim.network import Network
-from kraft.sim.node import SimNode
+from kraft.sim.simulated_node import SimNode
 
 OPERATOR = "operator"  # the handle of an operator's request (AddRaftVoter, RemoveRaftVoter)
 

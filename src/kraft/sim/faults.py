@@ -30,10 +30,10 @@ import functools
 from random import Random
 
 from kraft.sim.cluster import Cluster
-from kraft.sim.history import History
 from kraft.sim.network import Clock, Network
-from kraft.sim.node import SimNode
 from kraft.sim.params import SimParams
+from kraft.sim.run_history import History
+from kraft.sim.simulated_node import SimNode
 
 NETWORK_SETTINGS = ("drop", "delay", "duplicate")
 EPISODES = ("partition", "oneway", "split", "isolate-leader", "crash", "disk-loss", "resign", "torn-write", "bit-flip")

@@ -50,9 +50,9 @@ from kraft.raft import Role
 from kraft.raft.voters import VoterSet
 from kraft.records import iter_batches
 from kraft.sim.cluster import Cluster
-from kraft.sim.history import History, Violation
-from kraft.sim.node import SimNode
 from kraft.sim.params import SimParams
+from kraft.sim.run_history import History, Violation
+from kraft.sim.simulated_node import SimNode
 from kraft.sim.workloads import Workload
 from kraft.storage import MemoryLog, SnapshotId
 

@@ -25,11 +25,11 @@ from kraft.raft.voters import VoterSet
 from kraft.records.control import Voter, VoterEndpoint
 from kraft.sim.cluster import OPERATOR, Cluster
 from kraft.sim.faults import MIXES, Faults
-from kraft.sim.history import History, Stats, Violation
 from kraft.sim.invariants import INVARIANTS, Invariant, build
 from kraft.sim.network import Clock, Network
-from kraft.sim.node import CoreFactory, SimNode
 from kraft.sim.params import SimParams
+from kraft.sim.run_history import History, Stats, Violation
+from kraft.sim.simulated_node import CoreFactory, SimNode
 from kraft.sim.workloads import WORKLOADS, Workload, make_workload
 
 __all__ = ["INVARIANTS", "MIXES", "WORKLOADS", "SimParams", "Simulation", "SimulationFailure", "replay_command"]

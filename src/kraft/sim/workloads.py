@@ -22,16 +22,16 @@ from typing import Any, Protocol
 
 from kraft.controller import NotControllerError, QuorumController
 from kraft.metadata import ControllerError, MetadataImage, apply_records, decode_record
-from kraft.metadata import controller as ctl
+from kraft.metadata import operations as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.image import ConfigResource, ConfigResourceType
 from kraft.raft import CommittedBatch, LeaderAndEpoch, RaftCore
-from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.records import SimpleRecord
 from kraft.sim.cluster import Cluster
-from kraft.sim.history import History
-from kraft.sim.node import NodeWorkload, SimNode
 from kraft.sim.params import SimParams
+from kraft.sim.run_history import History
+from kraft.sim.simulated_node import NodeWorkload, SimNode
+from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import SnapshotReader
 
 WORKLOADS = ("counter", "metadata")

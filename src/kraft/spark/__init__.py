@@ -37,7 +37,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from kraft.spark.demo import demo_tables
+from kraft.spark.demo_frames import demo_tables
 from kraft.spark.files import KraftFilesDataSource
 from kraft.spark.history import HISTORY_SCHEMA
 from kraft.spark.live import DataLossError, KraftDataSource

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kraft.records import CorruptRecordError, RecordBatch, iter_file_batches
-from kraft.storage.errors import CorruptLogError, SnapshotError
 from kraft.storage.snapshot import CHECKPOINT_SUFFIX, SnapshotId, SnapshotReader, parse_snapshot_file_name
+from kraft.storage.storage_errors import CorruptLogError, SnapshotError
 
 _SEGMENT_FILE = re.compile(r"(\d{20})\.log")
 DEFAULT_MAX_SLICE_BYTES = 32 << 20

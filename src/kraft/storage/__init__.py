@@ -4,22 +4,10 @@ Its place among the layers, and the files on disk: docs/architecture.md.
 """
 
 from kraft.storage.epoch_cache import LeaderEpochCache
-from kraft.storage.errors import (
-    CorruptCheckpointError,
-    CorruptLogError,
-    CorruptSnapshotError,
-    InvalidAppendError,
-    OffsetOutOfRangeError,
-    PositionOutOfRangeError,
-    RecordTooLargeError,
-    SnapshotError,
-    SnapshotNotFoundError,
-    StorageError,
-)
 from kraft.storage.file_log import FileLog
 from kraft.storage.log import ReplicatedLog
 from kraft.storage.memory_log import MemoryLog
-from kraft.storage.quorum_state import (
+from kraft.storage.quorum_state_file import (
     ElectionState,
     FileQuorumStateStore,
     MemoryQuorumStateStore,
@@ -38,6 +26,18 @@ from kraft.storage.snapshot_store import (
     MemorySnapshotStore,
     SnapshotStore,
     validate_snapshots_and_log,
+)
+from kraft.storage.storage_errors import (
+    CorruptCheckpointError,
+    CorruptLogError,
+    CorruptSnapshotError,
+    InvalidAppendError,
+    OffsetOutOfRangeError,
+    PositionOutOfRangeError,
+    RecordTooLargeError,
+    SnapshotError,
+    SnapshotNotFoundError,
+    StorageError,
 )
 from kraft.storage.types import FileRegion, LogAppendInfo, LogReadInfo, OffsetAndEpoch
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import crc32c
 
 from kraft.storage import fsutil
-from kraft.storage.errors import CorruptCheckpointError
+from kraft.storage.storage_errors import CorruptCheckpointError
 
 VERSION = 0
 CHECKSUM_ENTRY = "__kraft_crc32c"

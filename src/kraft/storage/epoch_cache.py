@@ -11,7 +11,7 @@ import bisect
 from pathlib import Path
 
 from kraft.storage.checkpoint import read_checkpoint, write_checkpoint
-from kraft.storage.errors import CorruptCheckpointError
+from kraft.storage.storage_errors import CorruptCheckpointError
 from kraft.storage.types import OffsetAndEpoch
 
 UNDEFINED_EPOCH = -1

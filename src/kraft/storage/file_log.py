@@ -46,10 +46,10 @@ from kraft.records import BatchHeader, CorruptRecordError, iter_file_batches
 from kraft.storage import fsutil
 from kraft.storage.checkpoint import InPlaceOffsetCheckpoint, read_offset_checkpoint, write_offset_checkpoint
 from kraft.storage.epoch_cache import LeaderEpochCache
-from kraft.storage.errors import CorruptCheckpointError, CorruptLogError, SnapshotError
 from kraft.storage.log import DEFAULT_MAX_BATCH_BYTES, ReplicatedLog
 from kraft.storage.segment import DEFAULT_INDEX_INTERVAL_BYTES, Segment
 from kraft.storage.snapshot import parse_snapshot_file_name
+from kraft.storage.storage_errors import CorruptCheckpointError, CorruptLogError, SnapshotError
 from kraft.storage.types import FileRegion, LogReadInfo
 
 log = logging.getLogger("kraft.storage")

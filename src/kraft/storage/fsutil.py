@@ -5,7 +5,7 @@ comes out as `DiskError`: an OSError that names the operation and the file. Call
 retry it. After a failed fsync the kernel may already have dropped the dirty pages it could
 not write (PostgreSQL's "fsyncgate"), and a second fsync then succeeds with the data gone;
 so the only safe answer to a failed write, sync or rename is to stop acknowledging, which
-the node does by stopping (kraft.server.node).
+the node does by stopping (kraft.server.runtime.node).
 """
 
 import os

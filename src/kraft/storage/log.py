@@ -22,7 +22,7 @@ from kraft.records import (
     read_batches,
 )
 from kraft.storage.epoch_cache import LeaderEpochCache
-from kraft.storage.errors import InvalidAppendError, OffsetOutOfRangeError, RecordTooLargeError
+from kraft.storage.storage_errors import InvalidAppendError, OffsetOutOfRangeError, RecordTooLargeError
 from kraft.storage.types import FileRegion, LogAppendInfo, LogReadInfo, OffsetAndEpoch
 
 # KafkaRaftClient's limit for one batch (MAX_BATCH_SIZE_BYTES).

@@ -14,8 +14,8 @@ from bisect import bisect_left, bisect_right
 
 from kraft.records import BatchHeader, CorruptRecordError, iter_batches
 from kraft.storage.epoch_cache import LeaderEpochCache
-from kraft.storage.errors import CorruptLogError
 from kraft.storage.log import DEFAULT_MAX_BATCH_BYTES, ReplicatedLog
+from kraft.storage.storage_errors import CorruptLogError
 from kraft.storage.types import LogReadInfo
 
 

@@ -50,7 +50,7 @@ from kraft.records import (
     decode_control_record,
     iter_batches,
 )
-from kraft.storage.errors import CorruptSnapshotError, PositionOutOfRangeError, SnapshotError
+from kraft.storage.storage_errors import CorruptSnapshotError, PositionOutOfRangeError, SnapshotError
 from kraft.storage.types import FileRegion, SharedFd
 
 CHECKPOINT_SUFFIX = ".checkpoint"

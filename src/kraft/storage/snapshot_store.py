@@ -27,7 +27,6 @@ from pathlib import Path
 
 from kraft.records import Compression, ControlMessage
 from kraft.storage import fsutil
-from kraft.storage.errors import SnapshotError, SnapshotNotFoundError
 from kraft.storage.log import ReplicatedLog
 from kraft.storage.snapshot import (
     CHECKPOINT_SUFFIX,
@@ -42,6 +41,7 @@ from kraft.storage.snapshot import (
     parse_snapshot_file_name,
     snapshot_file_name,
 )
+from kraft.storage.storage_errors import SnapshotError, SnapshotNotFoundError
 
 log = logging.getLogger("kraft.storage")
 

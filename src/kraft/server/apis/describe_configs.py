@@ -42,15 +42,15 @@ from kraft.metadata.configs import (
     TOPIC_SYNONYMS,
     ConfigDef,
 )
-from kraft.metadata.controller import validate_topic_name
 from kraft.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
+from kraft.metadata.operations import validate_topic_name
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
 from kraft.security.acl import CLUSTER_NAME, AclOperation, ResourceType
-from kraft.server.admin import Refusal
-from kraft.server.authorization import REFUSED
-from kraft.server.config import parse_properties
-from kraft.server.context import NodeContext
+from kraft.server.apis.admin import Refusal
+from kraft.server.apis.context import NodeContext
+from kraft.server.settings.authorization import REFUSED
+from kraft.server.settings.server_config import parse_properties
 
 DESCRIBE_CONFIGS = 32
 # Kafka's DescribeConfigsResponse.ConfigSource and ConfigType codes.

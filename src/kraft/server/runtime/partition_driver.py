@@ -32,9 +32,9 @@ from kraft.groups import GroupRecordError
 from kraft.metadata import ReplayError
 from kraft.raft import InvariantViolation, RaftCore, Reply, Send
 from kraft.raft import messages as m
-from kraft.server.fetch_snapshot_batch import FetchSnapshotBatcher
-from kraft.server.metrics import NodeMetrics
-from kraft.server.peers import Peers
+from kraft.server.node_metrics import NodeMetrics
+from kraft.server.runtime.fetch_snapshot_batch import FetchSnapshotBatcher
+from kraft.server.runtime.peers import Peers
 from kraft.storage import CorruptLogError, CorruptSnapshotError, FileLog, SnapshotWriter
 
 log = logging.getLogger("kraft.server")

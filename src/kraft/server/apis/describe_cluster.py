@@ -13,7 +13,7 @@ from typing import Any
 
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
-from kraft.server.context import NodeContext
+from kraft.server.apis.context import NodeContext
 
 DESCRIBE_CLUSTER = 60
 BROKERS, CONTROLLERS = 1, 2  # DescribeClusterRequest.endpoint_type

@@ -64,11 +64,11 @@ from kraft.protocol.codec import (
     response_class,
 )
 from kraft.protocol.connection import KafkaConnection
-from kraft.protocol.errors import ProtocolError
+from kraft.protocol.protocol_errors import ProtocolError
 from kraft.protocol.session import SESSION, current_session
 from kraft.raft import messages as m
-from kraft.server.admin import AdminApi, request_timeout_ms
-from kraft.server.context import NodeContext
+from kraft.server.apis.admin import AdminApi, request_timeout_ms
+from kraft.server.apis.context import NodeContext
 
 log = logging.getLogger("kraft.server.forwarding")
 

@@ -5,7 +5,7 @@ On a static quorum every offsets partition votes with controller.quorum.voters. 
 dynamic one the voters are a fact of a log, and each offsets partition is a log of its
 own: it is a KIP-853 log itself, its voter set the latest VotersRecord in its log or in the
 snapshot it starts from, changed only by its own leader through the membership path that
-AddRaftVoter and RemoveRaftVoter take (raft/membership.py). So every safety rule of a
+AddRaftVoter and RemoveRaftVoter take (raft/voter_change_rules.py). So every safety rule of a
 voter change holds for it unchanged: one change at a time, each committed before the next,
 none before the leader has committed in its epoch, an added voter a caught-up observer.
 
@@ -48,7 +48,6 @@ from kio.schema.errors import ErrorCode
 
 from kraft.groups import OFFSETS_TOPIC
 from kraft.raft import RaftCore
-from kraft.raft.membership import caught_up
 from kraft.raft.membership_messages import (
     MembershipRequest,
     add_raft_voter_request,
@@ -56,10 +55,11 @@ from kraft.raft.membership_messages import (
     response_error,
     update_raft_voter_request,
 )
+from kraft.raft.voter_change_rules import caught_up
 from kraft.raft.voters import VoterSet
 from kraft.records.control import Voter
-from kraft.server.config import Endpoint, ServerConfig
-from kraft.server.partition_driver import PartitionDriver
+from kraft.server.runtime.partition_driver import PartitionDriver
+from kraft.server.settings.server_config import Endpoint, ServerConfig
 from kraft.storage.bootstrap_snapshot import write_bootstrap_snapshot
 
 log = logging.getLogger("kraft.server")
@@ -145,7 +145,7 @@ def voter_endpoint(drivers: Iterable[PartitionDriver], node_id: int, config: Ser
     leader removes it there too, and its peers must reach it meanwhile. (A leader that
     removes itself is in no set its followers know once they hold the change, and must
     still be fetched from until it commits: the node keeps each peer's last endpoint for it.)"""
-    names = config["controller.listener.names"]
+    names = config.controller_listener_names
     for driver in drivers:
         found = driver.core.voters.latest.endpoint(node_id, names[0] if names else None)
         if found is not None:

@@ -17,15 +17,13 @@ bytes, and the append time of the first of them for the timer). A snapshot that 
 failure usually means a full or failing disk, and retrying on every step of the core would
 only repeat it.
 
-`ChangedRecords` is the ratio's count, kept by each state machine's cache as it applies
-batches (the metadata cache, a groups cache): one rule, whatever the records are.
+The ratio's count is `kraft.statemachine.changed_records`, kept by each state machine's
+cache as it applies batches.
 """
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-from kraft.raft.listener import CommittedBatch
+from kraft.raft.state_machine import CommittedBatch
 
 DEFAULT_MAX_BYTES_BETWEEN = 20 * 1024 * 1024
 DEFAULT_MIN_CHANGED_RATIO = 0.5
@@ -128,46 +126,3 @@ class SnapshotPolicy:
         self._in_flight = None
         self._failed = False
         self._retry_at_ms = None
-
-
-class ChangedRecords:
-    """What KIP-630's `metadata.snapshot.min.changed_records.ratio` counts: the latest
-    snapshot's records modified or deleted since it, against the records it holds. Records
-    added since do not count until they too are modified or deleted."""
-
-    def __init__(self) -> None:
-        self._changed: dict[Any, int] = {}  # record key -> the last offset it changed at
-        self._snapshot_end = 0  # the latest snapshot's end offset (0: none)
-        self.snapshot_records = 0  # records in the latest snapshot
-
-    def changed(self, keys: Iterable[Any], offset: int) -> None:
-        for key in keys:
-            self._changed[key] = offset
-
-    def loaded(self, end_offset: int, records: int) -> None:
-        """A snapshot was loaded in place of everything: nothing has changed since."""
-        self._changed.clear()
-        self._snapshot_end = end_offset
-        self.snapshot_records = records
-
-    def written(self, end_offset: int, records: int) -> None:
-        """A snapshot ending at `end_offset` was frozen: changes up to it no longer count,
-        those applied since (while it was written) still do."""
-        if end_offset <= self._snapshot_end:
-            return
-        self._snapshot_end = end_offset
-        self.snapshot_records = records
-        self._changed = {key: at for key, at in self._changed.items() if at >= end_offset}
-
-    @property
-    def count(self) -> int:
-        return len(self._changed)
-
-    @property
-    def ratio(self) -> float:
-        """count / snapshot_records; 1.0 when there is no snapshot to compare with (all in
-        the log is then new), so the byte threshold alone decides."""
-        if not self.snapshot_records:
-            return 1.0
-        return self.count / self.snapshot_records
-

@@ -15,12 +15,12 @@ from datetime import timedelta
 from typing import Any
 
 from kraft.metadata import ControllerError, Errors, MetadataImage
-from kraft.metadata.controller import ControllerResult
+from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import AccessControlEntryRecord, MetadataRecord, RemoveAccessControlEntryRecord
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_response
 from kraft.security.acl import Acl, AclFilter, invalid_new_acl
-from kraft.server.authorization import acl_of
+from kraft.server.settings.authorization import acl_of
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 VERSIONS = (1, 3)  # Kafka 4 serves v1-v3 (v0 removed by KIP-896)

@@ -30,7 +30,7 @@ from kraft.security.plain import PLAIN, PlainServer
 from kraft.security.sasl import SaslServerExchange
 from kraft.security.scram import ScramCredential, ScramMechanism, ScramServer
 from kraft.security.tls import TlsConfigError, TlsSettings, client_context, server_context
-from kraft.server.config import ConfigError, Endpoint, ServerConfig
+from kraft.server.settings.server_config import ConfigError, Endpoint, ServerConfig
 
 
 def listener_security(config: ServerConfig, listener: str, image: Callable[[], MetadataImage]) -> ListenerSecurity:
@@ -39,7 +39,7 @@ def listener_security(config: ServerConfig, listener: str, image: Callable[[], M
     tls = _tls_context(config, listener, server_context)
     mechanisms: dict[str, Callable[[], SaslServerExchange]] = {}
     if protocol in (SASL_PLAINTEXT, SASL_SSL):
-        for name in config.setting(listener, "sasl.enabled.mechanisms"):
+        for name in config.security_of(listener).sasl_enabled_mechanisms:
             if name == PLAIN:
                 jaas = config.jaas(listener, PLAIN)
                 assert jaas is not None  # config.py refuses a PLAIN listener without one
@@ -49,7 +49,7 @@ def listener_security(config: ServerConfig, listener: str, image: Callable[[], M
                 scram = ScramMechanism.named(name)
                 assert scram is not None  # config.py refuses mechanisms kraft does not serve
                 mechanisms[name] = partial(ScramServer, scram, partial(_scram_credential, image))
-    delay_s = config["connection.failed.authentication.delay.ms"] / 1000
+    delay_s = config.connection_failed_authentication_delay_ms / 1000
     return ListenerSecurity(listener, protocol, tls, mechanisms, delay_s)
 
 

@@ -11,7 +11,7 @@ one stops the node).
 
 Two listeners: the controller listener (controller.listener.names) serves the Raft RPCs
 to peers, each routed to the core of the partition it names; the client listener serves
-Kafka clients (kraft.server.client_api, and the group APIs of kraft.groups). The handlers
+Kafka clients (kraft.server.apis.client_api, and the group APIs of kraft.groups). The handlers
 see the node only as a NodeContext (context.py) and a GroupContext (groups/api.py), which
 this class implements: the reads they may make, and `step` / `run`, the ways they act.
 """
@@ -36,18 +36,18 @@ from kraft.protocol.tasks import cancel_and_wait
 from kraft.raft import RaftConfig, RaftCore
 from kraft.raft import messages as m
 from kraft.raft.epochs import EpochHistory
-from kraft.raft.snapshot_policy import SnapshotPolicy
 from kraft.raft.voters import NO_DIRECTORY
-from kraft.server import offsets_voters
-from kraft.server.authorization import Authorization
-from kraft.server.client_api import ClientApi
-from kraft.server.config import Endpoint, ServerConfig
-from kraft.server.fetch_snapshot_batch import FetchSnapshotBatcher, partitions_named, serve_across
-from kraft.server.listener_security import ControllerConnector, controller_connector, listener_security
-from kraft.server.metrics import NodeMetrics
-from kraft.server.partition_driver import FATAL, PartitionDriver, logging_as
-from kraft.server.peers import Peers
-from kraft.server.raft_versions import PEER_RPCS, RaftVersions
+from kraft.server.apis.client_api import ClientApi
+from kraft.server.apis.raft_versions import PEER_RPCS, RaftVersions
+from kraft.server.node_metrics import NodeMetrics
+from kraft.server.runtime import offsets_voters
+from kraft.server.runtime.fetch_snapshot_batch import FetchSnapshotBatcher, partitions_named, serve_across
+from kraft.server.runtime.partition_driver import FATAL, PartitionDriver, logging_as
+from kraft.server.runtime.peers import Peers
+from kraft.server.settings.authorization import Authorization
+from kraft.server.settings.listener_security import ControllerConnector, controller_connector, listener_security
+from kraft.server.settings.server_config import Endpoint, ServerConfig
+from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import FileLog, FileQuorumStateStore, FileSnapshotStore, LogReadInfo
 from kraft.storage.dirlock import DirectoryLock
 from kraft.storage.meta_properties import StorageNotFormattedError, read_directory_id, read_meta_properties
@@ -84,16 +84,16 @@ class KraftNode:
         # Keystores and truststores are read now: a bad one stops the node before it takes its directory.
         self.controller_connector: ControllerConnector = controller_connector(config)
         self._security = {lst.name: listener_security(config, lst.name, lambda: self.image)
-                          for lst in config["listeners"]}
+                          for lst in config.listeners}
         self.authorization = Authorization(config, lambda: self.image)
         # Before anything is read or written there: one process per data directory.
-        self._lock = DirectoryLock(config.log_dir).acquire()
+        self._lock = DirectoryLock(config.metadata_dir).acquire()
         try:
-            cluster_id, node_id = read_meta_properties(config.log_dir)
-            self.directory_id = read_directory_id(config.log_dir)  # KIP-853's; older formats have none
+            cluster_id, node_id = read_meta_properties(config.metadata_dir)
+            self.directory_id = read_directory_id(config.metadata_dir)  # KIP-853's; older formats have none
             if node_id != config.node_id:
                 raise StorageNotFormattedError(
-                    f"{config.log_dir} belongs to node {node_id}, but node.id is {config.node_id}"
+                    f"{config.metadata_dir} belongs to node {node_id}, but node.id is {config.node_id}"
                 )
         except BaseException:
             self._lock.release()
@@ -102,13 +102,13 @@ class KraftNode:
         self.metrics = NodeMetrics(config.node_id)
         self.controller = QuorumController(
             SnapshotPolicy(
-                config["metadata.log.max.record.bytes.between.snapshots"],
-                config["metadata.snapshot.min.changed_records.ratio"],
-                config["metadata.log.max.snapshot.interval.ms"],
+                config.metadata_log_max_record_bytes_between_snapshots,
+                config.metadata_snapshot_min_changed_records_ratio,
+                config.metadata_log_max_snapshot_interval_ms,
             ),
             freeze_loaded_images=True,  # a full collection over a large image would stall the loop
-            idle_interval_ms=config["metadata.max.idle.interval.ms"],
-            derived_fencing=config["kraft.metadata.derived.fencing"],
+            idle_interval_ms=config.metadata_max_idle_interval_ms,
+            derived_fencing=config.kraft_metadata_derived_fencing,
         )
         self.metadata: PartitionDriver | None = None  # __cluster_metadata-0, once started
         self.coordinators: dict[int, GroupCoordinator] = {}  # by __consumer_offsets partition
@@ -133,7 +133,7 @@ class KraftNode:
         core, c = self.core, self.config
         if core is None or not core.voters.is_dynamic:
             return dict(c.voters)
-        names = c["controller.listener.names"]
+        names = c.controller_listener_names
         found = {}
         for voter in core.voters.latest.voters:
             ep = core.voters.latest.endpoint(voter.voter_id, names[0] if names else None)
@@ -174,28 +174,28 @@ class KraftNode:
             directory_id=self.directory_id.bytes if self.directory_id is not None else None,
             endpoints=c.own_controller_endpoints(),
             cluster_id=self.cluster_id,
-            election_timeout_ms=c["controller.quorum.election.timeout.ms"],
-            election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],
-            fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
+            election_timeout_ms=c.controller_quorum_election_timeout_ms,
+            election_backoff_max_ms=c.controller_quorum_election_backoff_max_ms,
+            fetch_timeout_ms=c.controller_quorum_fetch_timeout_ms,
             # A parked Fetch must come back well before the follower's fetch timeout.
-            fetch_max_wait_ms=min(500, c["controller.quorum.fetch.timeout.ms"] // 2),
-            request_timeout_ms=c["controller.quorum.request.timeout.ms"],
-            retry_backoff_ms=c["controller.quorum.retry.backoff.ms"],
-            append_linger_ms=c["controller.quorum.append.linger.ms"],
-            snapshot_response_max_bytes=c["replica.fetch.response.max.bytes"],
-            snapshot_partition_max_bytes=c["replica.fetch.snapshot.max.bytes"],
-            start_offset_lag_time_max_ms=c["metadata.start.offset.lag.time.max.ms"],
-            max_retention_bytes=c["metadata.max.retention.bytes"],
-            max_retention_ms=c["metadata.max.retention.ms"],
+            fetch_max_wait_ms=min(500, c.controller_quorum_fetch_timeout_ms // 2),
+            request_timeout_ms=c.controller_quorum_request_timeout_ms,
+            retry_backoff_ms=c.controller_quorum_retry_backoff_ms,
+            append_linger_ms=c.controller_quorum_append_linger_ms,
+            snapshot_response_max_bytes=c.replica_fetch_response_max_bytes,
+            snapshot_partition_max_bytes=c.replica_fetch_snapshot_max_bytes,
+            start_offset_lag_time_max_ms=c.metadata_start_offset_lag_time_max_ms,
+            max_retention_bytes=c.metadata_max_retention_bytes,
+            max_retention_ms=c.metadata_max_retention_ms,
         )
 
     def _open_log(self, directory: Path, checkpoint_dir: Path | None = None) -> FileLog:
         c = self.config
         return FileLog(
             directory,
-            segment_bytes=c["metadata.log.segment.bytes"],
-            segment_ms=c["metadata.log.segment.ms"],
-            recovery_point_interval_ms=c["log.flush.offset.checkpoint.interval.ms"],
+            segment_bytes=c.metadata_log_segment_bytes,
+            segment_ms=c.metadata_log_segment_ms,
+            recovery_point_interval_ms=c.log_flush_offset_checkpoint_interval_ms,
             checkpoint_dir=checkpoint_dir,
         )
 
@@ -204,9 +204,9 @@ class KraftNode:
         no such settings for `__consumer_offsets`, which it compacts instead)."""
         c = self.config
         return SnapshotPolicy(
-            c["metadata.log.max.record.bytes.between.snapshots"],
-            c["metadata.snapshot.min.changed_records.ratio"],
-            c["metadata.log.max.snapshot.interval.ms"],
+            c.metadata_log_max_record_bytes_between_snapshots,
+            c.metadata_snapshot_min_changed_records_ratio,
+            c.metadata_log_max_snapshot_interval_ms,
         )
 
     def _route(self, driver: PartitionDriver) -> None:
@@ -222,16 +222,16 @@ class KraftNode:
         (offsets_voters.py; an observer finds its leaders through the bootstrap servers)."""
         c = self.config
         groups = GroupConfig(
-            min_session_timeout_ms=c["group.min.session.timeout.ms"],
-            max_session_timeout_ms=c["group.max.session.timeout.ms"],
-            initial_rebalance_delay_ms=c["group.initial.rebalance.delay.ms"],
-            max_size=c["group.max.size"],
-            offset_metadata_max_bytes=c["offset.metadata.max.bytes"],
-            commit_timeout_ms=c["offsets.commit.timeout.ms"],
+            min_session_timeout_ms=c.group_min_session_timeout_ms,
+            max_session_timeout_ms=c.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
+            max_size=c.group_max_size,
+            offset_metadata_max_bytes=c.offset_metadata_max_bytes,
+            commit_timeout_ms=c.offsets_commit_timeout_ms,
         )
         base = replace(self.raft_config(), directory_id=None, endpoints=())
-        for p in range(c["offsets.topic.num.partitions"]):
-            directory = c.log_dir / offsets_voters.partition_dir(p)
+        for p in range(c.offsets_topic_num_partitions):
+            directory = c.metadata_dir / offsets_voters.partition_dir(p)
             where = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, p)
             coordinator = GroupCoordinator(p, groups, self._snapshot_policy(), rng=Random())
             with logging_as(where):  # opening the log and the quorum state may log a recovery
@@ -245,10 +245,10 @@ class KraftNode:
 
     async def start(self) -> None:
         c = self.config
-        directory = c.log_dir / PARTITION_DIR
+        directory = c.metadata_dir / PARTITION_DIR
         self.log = self._open_log(directory)
         self.snapshots = FileSnapshotStore(directory)
-        self.controller.bootstrap = read_bootstrap(c.log_dir)
+        self.controller.bootstrap = read_bootstrap(c.metadata_dir)
         self.store = FileQuorumStateStore(directory)
         core = RaftCore(
             self.raft_config(), self.log, self.store, Random(), self.now(), self.controller, self.snapshots,
@@ -262,12 +262,12 @@ class KraftNode:
         self.peers = Peers(
             self.peer_endpoint,
             f"kraft-node-{self.node_id}",
-            c["controller.quorum.request.timeout.ms"],
-            c["controller.quorum.election.timeout.ms"],
+            c.controller_quorum_request_timeout_ms,
+            c.controller_quorum_election_timeout_ms,
             self.controller_connector,
         )
         self.snapshot_fetches = FetchSnapshotBatcher(self.peers)
-        max_frame = c["socket.request.max.bytes"]
+        max_frame = c.socket_request_max_bytes
         versions = RaftVersions(c, RAFT_APIS, self.controller_endpoints, self.voter_directories, self.peer_endpoint)
         if c.is_voter:
             listener = c.controller_listener
@@ -293,8 +293,8 @@ class KraftNode:
             if self.raft_server is not None:
                 self.raft_server.guard = self.authorization.controller_guard
         self.client_address = await self.client_server.start(client.endpoint.host, client.endpoint.port)
-        if c["kraft.metrics.port"] >= 0:
-            host, port = c["kraft.metrics.host"], c["kraft.metrics.port"]
+        if c.kraft_metrics_port >= 0:
+            host, port = c.kraft_metrics_host, c.kraft_metrics_port
             try:
                 self.metrics.serve(host, port)
             except OSError as e:
@@ -306,8 +306,8 @@ class KraftNode:
             driver.start()
         if not c.voters:
             self.spawn(offsets_voters.OffsetsVoters(
-                self.node_id, self.cluster_id, self.metadata, self.offsets, c["controller.quorum.fetch.timeout.ms"],
-                c["controller.quorum.request.timeout.ms"], self.now, self.spawn).run())
+                self.node_id, self.cluster_id, self.metadata, self.offsets, c.controller_quorum_fetch_timeout_ms,
+                c.controller_quorum_request_timeout_ms, self.now, self.spawn).run())
         log.info(
             "node %d started: cluster %s, voters %s, log %s, %d %s partitions, controller listener %s, "
             "client listener %s, metrics port %s", self.node_id, self.cluster_id, sorted(self.controller_endpoints()),
@@ -347,7 +347,7 @@ class KraftNode:
         was not enough: one queued behind another request to the same voter, or retried
         after a failure, was cancelled by the stop, and that voter, which had the longest
         log, sat out the fetch timeout before campaigning (5 s in a CI run)."""
-        deadline = time.monotonic() + self.config["controller.quorum.request.timeout.ms"] / 1000
+        deadline = time.monotonic() + self.config.controller_quorum_request_timeout_ms / 1000
         while any(c.handing_over for c in cores) and self.failure is None and time.monotonic() < deadline:
             await asyncio.sleep(0.01)  # responses and the core's timer, retries included, run meanwhile
         if any(c.handing_over for c in cores):
@@ -430,7 +430,7 @@ class KraftNode:
 
     @property
     def offsets_partitions(self) -> int:
-        return self.config["offsets.topic.num.partitions"]
+        return self.config.offsets_topic_num_partitions
 
     def run(self, partition: int, action: Callable[[GroupCoordinator, int], T]) -> T | None:
         driver, coordinator = self.offsets.get(partition), self.coordinators.get(partition)
@@ -506,7 +506,7 @@ class KraftNode:
             self.metrics.snapshot_request_partitions.observe(partitions)
             if partitions > 1:  # shared between the partitions' cores here (KIP-630)
                 return await serve_across(request, lambda name, index: self._routes.get((name, index)),
-                                          self.config["replica.fetch.response.max.bytes"])
+                                          self.config.replica_fetch_response_max_bytes)
         named = m.named(request)
         driver = self._routes.get(named) if named is not None else None
         driver = driver or self.metadata

@@ -20,13 +20,13 @@ from typing import Any, Protocol, TypeVar
 
 from kraft.controller import Pending
 from kraft.metadata import MetadataImage
-from kraft.metadata.controller import ControllerResult
+from kraft.metadata.operations import ControllerResult
 from kraft.raft import RaftCore
 from kraft.raft.epochs import EpochHistory
-from kraft.server.authorization import Authorization
-from kraft.server.config import Endpoint, ServerConfig
-from kraft.server.listener_security import ControllerConnector
-from kraft.server.metrics import NodeMetrics
+from kraft.server.node_metrics import NodeMetrics
+from kraft.server.settings.authorization import Authorization
+from kraft.server.settings.listener_security import ControllerConnector
+from kraft.server.settings.server_config import Endpoint, ServerConfig
 from kraft.storage import LogReadInfo
 
 T = TypeVar("T")

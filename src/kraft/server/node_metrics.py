@@ -1,6 +1,6 @@
 """A node's metrics, in one Prometheus registry, served over HTTP.
 
-KIP-630's four snapshot metrics (kraft.raft.metrics) plus what an operator watches on a
+KIP-630's four snapshot metrics (kraft.raft.snapshot_metrics) plus what an operator watches on a
 quorum: the high watermark, the log's end and start offsets, the epoch and the leader,
 commit latency, the bytes moved by Fetch and FetchSnapshot, the partitions each FetchSnapshot
 served names. And Kafka's own Raft metrics (KafkaRaftMetrics, JMX
@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 from kraft.metadata import MetadataImage
 from kraft.raft import RaftCore, Role
-from kraft.raft.metrics import SnapshotMetrics
+from kraft.raft.snapshot_metrics import SnapshotMetrics
 from kraft.storage import SnapshotId
 
 log = logging.getLogger("kraft.server")

@@ -14,7 +14,7 @@ that only kraft has start with `kraft.`.
 import difflib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from kraft.protocol.limits import INT32_MAX, ListenerLimits
 from kraft.records.control import VoterEndpoint
 from kraft.security.jaas import JaasEntry
 from kraft.security.tls import TlsConfigError, TlsSettings
-from kraft.server import security_config as sec
+from kraft.server.settings import security_config as sec
 
 
 class ConfigError(ValueError):
@@ -149,132 +149,148 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's default map: each security protocol's name maps to itself.
 DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 
-# key: (parser, default; None = required)
-SCHEMA: dict[str, tuple[Callable[[str], Any], Any]] = {
-    "node.id": (_int(0, 2**31 - 1), None),
-    "broker.id": (_int(-1, 2**31 - 1), -1),  # Kafka's older name; must agree with node.id
-    "process.roles": (_roles, None),
+REQUIRED: Any = MISSING  # a key without a default must be given
+
+
+def _key(key: str, parse: Callable[[str], Any], default: Any = REQUIRED) -> Any:
+    """A server.properties key as a typed attribute of ServerConfig: its Kafka name (the
+    attribute is that name with `.` and `-` as `_`), its parser and Kafka's default (an
+    empty mapping is made afresh for each config, as a dataclass wants)."""
+    if isinstance(default, Mapping):
+        return field(default_factory=dict, metadata={"key": key, "parse": parse})
+    return field(default=default, metadata={"key": key, "parse": parse})
+
+
+def attribute_of(key: str) -> str:
+    """The ServerConfig attribute a server.properties key is read as."""
+    return key.replace(".", "_").replace("-", "_")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerConfig(sec.SecurityKeys):
+    """server.properties, parsed once: every key kraft uses is an attribute named after it
+    (`controller.quorum.election.timeout.ms` is `controller_quorum_election_timeout_ms`),
+    typed, with Kafka's default when the file does not give it."""
+
+    node_id: int = _key("node.id", _int(0, 2**31 - 1))
+    broker_id: int = _key("broker.id", _int(-1, 2**31 - 1), -1)  # Kafka's older name; must agree with node.id
+    process_roles: frozenset[str] = _key("process.roles", _roles)
     # One of the two: the voters themselves (a static quorum), or where to find the leader of
     # a dynamic one (KIP-853), whose voters are in the log.
-    "controller.quorum.voters": (_voters, {}),
-    "controller.quorum.bootstrap.servers": (_bootstrap_servers, ()),
-    "listeners": (_listeners, None),
-    "advertised.listeners": (_listeners, ()),
-    "listener.security.protocol.map": (_protocol_map, {}),  # {}: Kafka's default (see protocol())
-    "inter.broker.listener.name": (_text, ""),
-    "controller.listener.names": (_names, ("CONTROLLER",)),
-    "metadata.log.dir": (_text, ""),  # Kafka's default: the first of log.dirs
-    "log.dirs": (_text, ""),
-    "log.dir": (_text, "/tmp/kafka-logs"),
-    "metadata.log.segment.bytes": (_int(1024, 2**31 - 1), 1024 * 1024 * 1024),  # the .index holds int32 positions
-    "metadata.log.segment.ms": (_int(1), 7 * DAY_MS),
+    controller_quorum_voters: Mapping[int, Endpoint] = _key("controller.quorum.voters", _voters, {})
+    controller_quorum_bootstrap_servers: tuple[Endpoint, ...] = _key(
+        "controller.quorum.bootstrap.servers", _bootstrap_servers, ())
+    listeners: tuple[Listener, ...] = _key("listeners", _listeners)
+    advertised_listeners: tuple[Listener, ...] = _key("advertised.listeners", _listeners, ())
+    # empty: Kafka's default (see protocol_of())
+    listener_security_protocol_map: Mapping[str, str] = _key(
+        "listener.security.protocol.map", _protocol_map, {})
+    inter_broker_listener_name: str = _key("inter.broker.listener.name", _text, "")
+    controller_listener_names: tuple[str, ...] = _key("controller.listener.names", _names, ("CONTROLLER",))
+    metadata_log_dir: str = _key("metadata.log.dir", _text, "")  # Kafka's default: the first of log.dirs
+    log_dirs: str = _key("log.dirs", _text, "")
+    log_dir: str = _key("log.dir", _text, "/tmp/kafka-logs")
+    # the .index holds int32 positions
+    metadata_log_segment_bytes: int = _key("metadata.log.segment.bytes", _int(1024, 2**31 - 1), 1024 * 1024 * 1024)
+    metadata_log_segment_ms: int = _key("metadata.log.segment.ms", _int(1), 7 * DAY_MS)
     # Kafka's default is 60000; 0 keeps the recovery point exact (kraft.storage.file_log).
-    "log.flush.offset.checkpoint.interval.ms": (_int(0), 0),
-    "controller.quorum.election.timeout.ms": (_int(1), 1000),
-    "controller.quorum.fetch.timeout.ms": (_int(1), 2000),
-    "controller.quorum.election.backoff.max.ms": (_int(0), 1000),
-    "controller.quorum.request.timeout.ms": (_int(1), 2000),
-    "controller.quorum.retry.backoff.ms": (_int(0), 20),
-    "controller.quorum.append.linger.ms": (_int(0), 25),
-    "metadata.log.max.record.bytes.between.snapshots": (_int(1), 20 * 1024 * 1024),
-    "metadata.snapshot.min.changed_records.ratio": (_ratio, 0.5),
-    "metadata.log.max.snapshot.interval.ms": (_int(0), 3600 * 1000),
-    "metadata.max.retention.bytes": (_int(-1), 100 * 1024 * 1024),
-    "metadata.max.retention.ms": (_int(-1), 7 * DAY_MS),
-    "metadata.start.offset.lag.time.max.ms": (_int(0), 7 * DAY_MS),
-    "replica.fetch.response.max.bytes": (_int(1), 10 * 1024 * 1024),
-    "replica.fetch.snapshot.max.bytes": (_int(1), 10 * 1024 * 1024),
-    "socket.request.max.bytes": (_int(1024), 100 * 1024 * 1024),
+    log_flush_offset_checkpoint_interval_ms: int = _key("log.flush.offset.checkpoint.interval.ms", _int(0), 0)
+    controller_quorum_election_timeout_ms: int = _key("controller.quorum.election.timeout.ms", _int(1), 1000)
+    controller_quorum_fetch_timeout_ms: int = _key("controller.quorum.fetch.timeout.ms", _int(1), 2000)
+    controller_quorum_election_backoff_max_ms: int = _key("controller.quorum.election.backoff.max.ms", _int(0), 1000)
+    controller_quorum_request_timeout_ms: int = _key("controller.quorum.request.timeout.ms", _int(1), 2000)
+    controller_quorum_retry_backoff_ms: int = _key("controller.quorum.retry.backoff.ms", _int(0), 20)
+    controller_quorum_append_linger_ms: int = _key("controller.quorum.append.linger.ms", _int(0), 25)
+    metadata_log_max_record_bytes_between_snapshots: int = _key(
+        "metadata.log.max.record.bytes.between.snapshots", _int(1), 20 * 1024 * 1024)
+    metadata_snapshot_min_changed_records_ratio: float = _key(
+        "metadata.snapshot.min.changed_records.ratio", _ratio, 0.5)
+    metadata_log_max_snapshot_interval_ms: int = _key("metadata.log.max.snapshot.interval.ms", _int(0), 3600 * 1000)
+    metadata_max_retention_bytes: int = _key("metadata.max.retention.bytes", _int(-1), 100 * 1024 * 1024)
+    metadata_max_retention_ms: int = _key("metadata.max.retention.ms", _int(-1), 7 * DAY_MS)
+    metadata_start_offset_lag_time_max_ms: int = _key("metadata.start.offset.lag.time.max.ms", _int(0), 7 * DAY_MS)
+    replica_fetch_response_max_bytes: int = _key("replica.fetch.response.max.bytes", _int(1), 10 * 1024 * 1024)
+    replica_fetch_snapshot_max_bytes: int = _key("replica.fetch.snapshot.max.bytes", _int(1), 10 * 1024 * 1024)
+    socket_request_max_bytes: int = _key("socket.request.max.bytes", _int(1024), 100 * 1024 * 1024)
     # Kafka's default is -1 (no limit): one request of socket.request.max.bytes beyond the
     # rest; the most a listener reserves is this plus one largest request (non-strict pool).
-    "queued.max.request.bytes": (_int(-1), 100 * 1024 * 1024),
-    "max.connections": (_int(1), INT32_MAX),  # kept below what the descriptor limit allows
-    "max.connections.per.ip": (_int(1), INT32_MAX),
-    "connections.max.idle.ms": (_int(1), 600_000),
+    queued_max_request_bytes: int = _key("queued.max.request.bytes", _int(-1), 100 * 1024 * 1024)
+    max_connections: int = _key("max.connections", _int(1), INT32_MAX)  # kept below what the descriptor limit allows
+    max_connections_per_ip: int = _key("max.connections.per.ip", _int(1), INT32_MAX)
+    connections_max_idle_ms: int = _key("connections.max.idle.ms", _int(1), 600_000)
     # A request whose bytes do not all arrive within this of its first byte is dropped with
     # its connection (Kafka has no such limit; 30 s is its clients' request.timeout.ms).
-    "kraft.request.arrival.timeout.ms": (_int(1), 30_000),
-    "metadata.max.idle.interval.ms": (_int(0), 500),  # a NoOpRecord when idle this long; 0: never
+    kraft_request_arrival_timeout_ms: int = _key("kraft.request.arrival.timeout.ms", _int(1), 30_000)
+    # a NoOpRecord when idle this long; 0: never
+    metadata_max_idle_interval_ms: int = _key("metadata.max.idle.interval.ms", _int(0), 500)
     # KIP-630's fencing events instead of Kafka's partition changes, for a log bootstrapped here
-    "kraft.metadata.derived.fencing": (_bool, False),
+    kraft_metadata_derived_fencing: bool = _key("kraft.metadata.derived.fencing", _bool, False)
     # Consumer groups (kraft.groups): Kafka's names and defaults, but for the number of
     # __consumer_offsets partitions (Kafka: 50), each a Raft log of its own here.
-    "offsets.topic.num.partitions": (_int(1, 1000), 3),
-    "offsets.commit.timeout.ms": (_int(1), 5000),
-    "offset.metadata.max.bytes": (_int(0), 4096),
-    "group.min.session.timeout.ms": (_int(0), 6000),
-    "group.max.session.timeout.ms": (_int(0), 1_800_000),
-    "group.initial.rebalance.delay.ms": (_int(0), 3000),
-    "group.max.size": (_int(1), INT32_MAX),
-    "broker.session.timeout.ms": (_int(1), 9000),
-    "broker.heartbeat.interval.ms": (_int(1), 2000),
-    "kraft.metrics.port": (_int(-1, 65535), 0),  # Prometheus endpoint; 0 picks a free port, -1 turns it off
-    "kraft.metrics.host": (_text, "127.0.0.1"),
-    **sec.PER_LISTENER,
-    **sec.GLOBAL,
-}
-LISTENER_OVERRIDES = "listener.name"  # values[...]: (LISTENER, setting) -> parsed value
+    offsets_topic_num_partitions: int = _key("offsets.topic.num.partitions", _int(1, 1000), 3)
+    offsets_commit_timeout_ms: int = _key("offsets.commit.timeout.ms", _int(1), 5000)
+    offset_metadata_max_bytes: int = _key("offset.metadata.max.bytes", _int(0), 4096)
+    group_min_session_timeout_ms: int = _key("group.min.session.timeout.ms", _int(0), 6000)
+    group_max_session_timeout_ms: int = _key("group.max.session.timeout.ms", _int(0), 1_800_000)
+    group_initial_rebalance_delay_ms: int = _key("group.initial.rebalance.delay.ms", _int(0), 3000)
+    group_max_size: int = _key("group.max.size", _int(1), INT32_MAX)
+    broker_session_timeout_ms: int = _key("broker.session.timeout.ms", _int(1), 9000)
+    broker_heartbeat_interval_ms: int = _key("broker.heartbeat.interval.ms", _int(1), 2000)
+    # Prometheus endpoint; 0 picks a free port, -1 turns it off
+    kraft_metrics_port: int = _key("kraft.metrics.port", _int(-1, 65535), 0)
+    kraft_metrics_host: str = _key("kraft.metrics.host", _text, "127.0.0.1")
 
-
-@dataclass(frozen=True)
-class ServerConfig:
-    values: Mapping[str, Any] = field(default_factory=dict)
     source: str = "<config>"
     unused: tuple[str, ...] = ()  # keys given that kraft does not use (warned about once)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
-
-    @property
-    def node_id(self) -> int:
-        return self["node.id"]
+    # listener.name.<name>.<key> overrides: (LISTENER, key) -> parsed value
+    overrides: Mapping[tuple[str, str], Any] = field(default_factory=dict)
 
     @property
-    def voters(self) -> dict[int, Endpoint]:
-        return self["controller.quorum.voters"]
+    def voters(self) -> Mapping[int, Endpoint]:
+        return self.controller_quorum_voters
 
     @property
     def bootstrap_servers(self) -> tuple[Endpoint, ...]:
-        return self["controller.quorum.bootstrap.servers"]
+        return self.controller_quorum_bootstrap_servers
 
     @property
     def is_voter(self) -> bool:
         """A controller: a voter, or (KIP-853) one that may become a voter."""
-        return "controller" in self["process.roles"]
+        return "controller" in self.process_roles
 
     @property
     def is_broker(self) -> bool:
-        return "broker" in self["process.roles"]
+        return "broker" in self.process_roles
 
     @property
     def listener_limits(self) -> ListenerLimits:
         """The limits both listeners keep (each its own, as a combined Kafka node's broker
         and controller socket servers each have theirs)."""
         return ListenerLimits(
-            max_connections=self["max.connections"],
-            max_connections_per_ip=self["max.connections.per.ip"],
-            queued_max_request_bytes=self["queued.max.request.bytes"],
-            connections_max_idle_ms=self["connections.max.idle.ms"],
-            request_arrival_timeout_ms=self["kraft.request.arrival.timeout.ms"],
+            max_connections=self.max_connections,
+            max_connections_per_ip=self.max_connections_per_ip,
+            queued_max_request_bytes=self.queued_max_request_bytes,
+            connections_max_idle_ms=self.connections_max_idle_ms,
+            request_arrival_timeout_ms=self.kraft_request_arrival_timeout_ms,
         )
 
     @property
-    def log_dirs(self) -> list[str]:
+    def data_dirs(self) -> list[str]:
         """log.dirs (or log.dir): the data directories Kafka keeps beside the metadata one."""
-        dirs = [d.strip() for d in self["log.dirs"].split(",") if d.strip()]
-        return dirs or [self["log.dir"]]
+        dirs = [d.strip() for d in self.log_dirs.split(",") if d.strip()]
+        return dirs or [self.log_dir]
 
     @property
-    def log_dir(self) -> Path:
+    def metadata_dir(self) -> Path:
         """metadata.log.dir, else the first of log.dirs, else log.dir, as Kafka chooses."""
-        return Path(self["metadata.log.dir"] or self.log_dirs[0])
+        return Path(self.metadata_log_dir or self.data_dirs[0])
 
     def listener(self, name: str) -> Listener | None:
-        return next((lst for lst in self["listeners"] if lst.name == name), None)
+        return next((lst for lst in self.listeners if lst.name == name), None)
 
     @property
     def controller_listener(self) -> Listener | None:
-        for name in self["controller.listener.names"]:
+        for name in self.controller_listener_names:
             found = self.listener(name)
             if found is not None:
                 return found
@@ -283,15 +299,15 @@ class ServerConfig:
     @property
     def client_listener(self) -> Listener | None:
         """inter.broker.listener.name's listener, else the first that is not a controller's."""
-        if self["inter.broker.listener.name"]:
-            return self.listener(self["inter.broker.listener.name"].upper())
-        names = set(self["controller.listener.names"])
-        return next((lst for lst in self["listeners"] if lst.name not in names), None)
+        if self.inter_broker_listener_name:
+            return self.listener(self.inter_broker_listener_name.upper())
+        names = set(self.controller_listener_names)
+        return next((lst for lst in self.listeners if lst.name not in names), None)
 
     def advertised(self, listener: Listener) -> Endpoint:
         """Where clients reach `listener`: its advertised.listeners entry, else its own
         endpoint (an unspecified host, 0.0.0.0, is advertised as the bound address)."""
-        found = next((a for a in self["advertised.listeners"] if a.name == listener.name), None)
+        found = next((a for a in self.advertised_listeners if a.name == listener.name), None)
         return found.endpoint if found is not None else listener.endpoint
 
     def protocol(self, listener: Listener) -> str:
@@ -301,38 +317,39 @@ class ServerConfig:
         """A listener's security protocol, as Kafka's effectiveListenerSecurityProtocolMap
         gives it: its entry in listener.security.protocol.map; without that key, each
         protocol's own name maps to itself and the controller listeners to PLAINTEXT."""
-        given = self["listener.security.protocol.map"]
+        given = self.listener_security_protocol_map
         if given:
             return given.get(name, "")
-        if name in self["controller.listener.names"]:
+        if name in self.controller_listener_names:
             return "PLAINTEXT"
         return DEFAULT_PROTOCOL_MAP.get(name, "")
 
-    def setting(self, listener: str, key: str) -> Any:
-        """`key` for the listener: its listener.name.<name>.<key> override, else the node's."""
-        return self.values.get(LISTENER_OVERRIDES, {}).get((listener, key), self[key])
+    def security_of(self, listener: str) -> sec.SecurityKeys:
+        """The security keys as `listener` has them: each its listener.name.<name>.<key>
+        override where given, else the node's (Kafka resolves them key by key)."""
+        given = {attribute_of(key): value for (name, key), value in self.overrides.items()
+                 if name == listener and key in sec.PER_LISTENER}
+        return sec.SecurityKeys(**{f.name: given.get(f.name, getattr(self, f.name)) for f in fields(sec.SecurityKeys)})
 
     def tls_settings(self, listener: str) -> TlsSettings:
-        def get(key: str) -> Any:
-            return self.setting(listener, key)
-
+        keys = self.security_of(listener)
         return TlsSettings(
             where=f"{self.source}: listener {listener}",
-            keystore_type=get("ssl.keystore.type"),
-            keystore_location=get("ssl.keystore.location"),
-            keystore_certificate_chain=get("ssl.keystore.certificate.chain"),
-            keystore_key=get("ssl.keystore.key"),
-            key_password=get("ssl.key.password"),
-            truststore_type=get("ssl.truststore.type"),
-            truststore_location=get("ssl.truststore.location"),
-            truststore_certificates=get("ssl.truststore.certificates"),
-            client_auth=get("ssl.client.auth"),
-            endpoint_identification_algorithm=get("ssl.endpoint.identification.algorithm"),
+            keystore_type=keys.ssl_keystore_type,
+            keystore_location=keys.ssl_keystore_location,
+            keystore_certificate_chain=keys.ssl_keystore_certificate_chain,
+            keystore_key=keys.ssl_keystore_key,
+            key_password=keys.ssl_key_password,
+            truststore_type=keys.ssl_truststore_type,
+            truststore_location=keys.ssl_truststore_location,
+            truststore_certificates=keys.ssl_truststore_certificates,
+            client_auth=keys.ssl_client_auth,
+            endpoint_identification_algorithm=keys.ssl_endpoint_identification_algorithm,
         )
 
     def jaas(self, listener: str, mechanism: str) -> JaasEntry | None:
         """listener.name.<listener>.<mechanism>.sasl.jaas.config, parsed, if given."""
-        entry: JaasEntry | None = self.values.get(LISTENER_OVERRIDES, {}).get((listener, mechanism + sec.JAAS_SUFFIX))
+        entry: JaasEntry | None = self.overrides.get((listener, mechanism + sec.JAAS_SUFFIX))
         return entry
 
     def own_controller_endpoints(self) -> tuple[VoterEndpoint, ...]:
@@ -340,7 +357,7 @@ class ServerConfig:
         (KIP-853); none if a controller listener is advertised without a host, which only the
         operator can name (--initial-controllers may give one the listener does not)."""
         found = []
-        for name in self["controller.listener.names"]:
+        for name in self.controller_listener_names:
             listener = self.listener(name)
             if listener is None:
                 continue
@@ -353,7 +370,22 @@ class ServerConfig:
     @property
     def controller_listener_name(self) -> str:
         """The name this node's connections to controllers use: the first of controller.listener.names."""
-        return self["controller.listener.names"][0]
+        return self.controller_listener_names[0]
+
+
+# server.properties key -> the ServerConfig field that holds it
+KEYS: dict[str, Field[Any]] = {f.metadata["key"]: f for f in fields(ServerConfig) if "key" in f.metadata}
+
+
+def parse_value(key: str, raw: str) -> Any:
+    """`raw` as `key` is read (ValueError if it does not parse); KeyError for a key kraft does not use."""
+    return KEYS[key].metadata["parse"](raw)
+
+
+def default_of(key: str) -> Any:
+    """Kafka's default for `key` (REQUIRED if it has none)."""
+    declared = KEYS[key]
+    return declared.default_factory() if declared.default_factory is not MISSING else declared.default
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -388,34 +420,26 @@ def load_config(entries: Mapping[str, str], source: str = "<config>") -> ServerC
         entries["node.id"] = entries["broker.id"]
     overrides: dict[tuple[str, str], Any] = {}
     for key, raw in entries.items():
-        if key.startswith(sec.PREFIX):
-            try:
-                found = sec.listener_key(key, raw)
-            except ValueError as e:
-                raise ConfigError(f"{source}: invalid value for {key}: {e}") from None
-            if found is None:
-                unused.append(key)
-            else:
-                overrides[found[0]] = found[1]
-            continue
-        if key not in SCHEMA:
-            unused.append(key)
-            continue
-        parser, _ = SCHEMA[key]
         try:
-            values[key] = parser(raw)
+            if key.startswith(sec.PREFIX):
+                found = sec.listener_key(key, raw)
+                if found is None:
+                    unused.append(key)
+                else:
+                    overrides[found[0]] = found[1]
+            elif key in KEYS:
+                values[attribute_of(key)] = parse_value(key, raw)
+            else:
+                unused.append(key)
         except ValueError as e:
             raise ConfigError(f"{source}: invalid value for {key}: {e}") from None
-    if not values.get("controller.quorum.voters") and not values.get("controller.quorum.bootstrap.servers"):
+    if not values.get("controller_quorum_voters") and not values.get("controller_quorum_bootstrap_servers"):
         raise ConfigError(f"{source}: give controller.quorum.voters (id@host:port,...: a static quorum) or "
                           "controller.quorum.bootstrap.servers (host:port,...: a dynamic one, KIP-853)")
-    for key, (_, default) in SCHEMA.items():
-        if key not in values:
-            if default is None:
-                raise ConfigError(f"{source}: required configuration key {key!r} is missing")
-            values[key] = default
-    values[LISTENER_OVERRIDES] = overrides
-    config = ServerConfig(values, source, tuple(sorted(unused)))
+    for key, declared in KEYS.items():
+        if declared.name not in values and default_of(key) is REQUIRED:
+            raise ConfigError(f"{source}: required configuration key {key!r} is missing")
+    config = ServerConfig(**values, source=source, unused=tuple(sorted(unused)), overrides=overrides)
     _check(config)
     return config
 
@@ -427,24 +451,24 @@ def unused_keys_warning(config: ServerConfig) -> str | None:
         return None
     names = []
     for key in config.unused:
-        close = difflib.get_close_matches(key, SCHEMA, n=1, cutoff=0.85)
+        close = difflib.get_close_matches(key, KEYS, n=1, cutoff=0.85)
         names.append(f"{key} (did you mean {close[0]}?)" if close else key)
     return f"{config.source}: {len(names)} keys kraft does not use, ignored: {', '.join(names)}"
 
 
 def _check(config: ServerConfig) -> None:
     source = config.source
-    if config["broker.id"] >= 0 and config["broker.id"] != config.node_id:
-        raise ConfigError(f"{source}: broker.id {config['broker.id']} and node.id {config.node_id} differ; "
+    if config.broker_id >= 0 and config.broker_id != config.node_id:
+        raise ConfigError(f"{source}: broker.id {config.broker_id} and node.id {config.node_id} differ; "
                           "give one of them, or the same id to both")
-    for listener in config["listeners"]:
+    for listener in config.listeners:
         protocol = config.protocol(listener)
         if not protocol:
             raise ConfigError(f"{source}: listener.security.protocol.map: no protocol for listener {listener.name}; "
                               f"add {listener.name}:PLAINTEXT")
         _check_security(config, listener.name, protocol, server=True)
-    if config["inter.broker.listener.name"] and config.client_listener is None:
-        raise ConfigError(f"{source}: inter.broker.listener.name {config['inter.broker.listener.name']} "
+    if config.inter_broker_listener_name and config.client_listener is None:
+        raise ConfigError(f"{source}: inter.broker.listener.name {config.inter_broker_listener_name} "
                           "is not one of listeners")
     if config.voters and config.is_voter and config.node_id not in config.voters:
         raise ConfigError(
@@ -464,8 +488,8 @@ def _check(config: ServerConfig) -> None:
             )
     if config.client_listener is None:
         raise ConfigError(f"{source}: listeners: no client listener (one not in controller.listener.names)")
-    if config["authorizer.class.name"] not in ("", sec.STANDARD_AUTHORIZER):
-        raise ConfigError(f"{source}: authorizer.class.name {config['authorizer.class.name']} is not served; "
+    if config.authorizer_class_name not in ("", sec.STANDARD_AUTHORIZER):
+        raise ConfigError(f"{source}: authorizer.class.name {config.authorizer_class_name} is not served; "
                           f"kraft's is Kafka's KRaft authorizer: {sec.STANDARD_AUTHORIZER}")
     controller_name = config.controller_listener_name
     controller_protocol = config.protocol_of(controller_name)
@@ -473,7 +497,7 @@ def _check(config: ServerConfig) -> None:
         raise ConfigError(f"{source}: listener.security.protocol.map: no protocol for the controller listener "
                           f"{controller_name}; add {controller_name}:PLAINTEXT (or SSL, SASL_SSL...)")
     _check_security(config, controller_name, controller_protocol, server=False)
-    if config["controller.quorum.fetch.timeout.ms"] <= config["controller.quorum.election.timeout.ms"] // 2:
+    if config.controller_quorum_fetch_timeout_ms <= config.controller_quorum_election_timeout_ms // 2:
         raise ConfigError(f"{source}: controller.quorum.fetch.timeout.ms must exceed half the election timeout")
 
 
@@ -495,14 +519,14 @@ def _check_security(config: ServerConfig, listener: str, protocol: str, *, serve
         return
     where = f"{source}: listener {listener}"
     if server:
-        mechanisms = config.setting(listener, "sasl.enabled.mechanisms")
+        mechanisms = config.security_of(listener).sasl_enabled_mechanisms
         wrong = [m for m in mechanisms if m not in sec.SASL_MECHANISMS]
         if wrong or not mechanisms:
             raise ConfigError(f"{where} is {protocol} with sasl.enabled.mechanisms {','.join(mechanisms) or '(none)'}; "
                               f"kraft serves {', '.join(sec.SASL_MECHANISMS)}: set sasl.enabled.mechanisms (or "
                               f"listener.name.{listener.lower()}.sasl.enabled.mechanisms)")
     else:
-        mechanism = config["sasl.mechanism.controller.protocol"]
+        mechanism = config.sasl_mechanism_controller_protocol
         if mechanism != sec.PLAIN:
             raise ConfigError(f"{source}: sasl.mechanism.controller.protocol is {mechanism}; kraft's nodes log in to "
                               "the controller listener with PLAIN (SCRAM credentials live in the metadata log, which "

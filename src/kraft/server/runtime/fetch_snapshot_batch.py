@@ -38,7 +38,7 @@ from kio.static.primitive import i32
 from kraft.raft import RaftCore, snapshot_fetch
 from kraft.raft import messages as m
 from kraft.raft.epochs import fence
-from kraft.server.peers import Peers
+from kraft.server.runtime.peers import Peers
 
 T = TypeVar("T")
 PartitionKey = tuple[str, int]  # (topic name, partition index), as FetchSnapshot names them

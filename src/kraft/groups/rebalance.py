@@ -35,8 +35,8 @@ from kraft.groups.classic import (
     GroupState,
     Member,
 )
-from kraft.groups.config import GroupConfig
-from kraft.groups.messages import (
+from kraft.groups.group_config import GroupConfig
+from kraft.groups.group_messages import (
     NONE,
     UNKNOWN_MEMBER_ID,
     CommitRequest,
@@ -48,7 +48,7 @@ from kraft.groups.messages import (
     SyncAnswer,
     SyncRequest,
 )
-from kraft.groups.records import GroupMetadataKey, GroupRecord
+from kraft.groups.offsets_records import GroupMetadataKey, GroupRecord
 from kraft.groups.replies import CoordinatorError, Reply
 from kraft.groups.state import GroupsImage
 from kraft.groups.timers import Timers

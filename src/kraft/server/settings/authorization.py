@@ -34,7 +34,7 @@ from kraft.protocol.codec import response_class
 from kraft.protocol.session import Session, current_session
 from kraft.raft.messages import METADATA_TOPIC
 from kraft.security.acl import CLUSTER_NAME, Acl, AclOperation, Authorizer, ResourceType
-from kraft.server.config import ServerConfig
+from kraft.server.settings.server_config import ServerConfig
 
 CLUSTER_ACTION_APIS = frozenset((52, 53, 54, 1, 59, 82, 62, 63, 58))  # Raft RPCs, broker lifecycle, Envelope
 ALTER_CLUSTER_APIS = frozenset((80, 81))  # AddRaftVoter, RemoveRaftVoter: an operator's, as in Kafka
@@ -86,9 +86,9 @@ def _blank(cls: Any, error: ErrorCode, message: str) -> Any:
 
 class Authorization:
     def __init__(self, config: ServerConfig, image: Callable[[], MetadataImage]) -> None:
-        self.enabled = bool(config["authorizer.class.name"])
-        self.super_users = frozenset(u.strip() for u in config["super.users"].split(";") if u.strip())
-        self.allow_if_no_acl = config["allow.everyone.if.no.acl.found"]
+        self.enabled = bool(config.authorizer_class_name)
+        self.super_users = frozenset(u.strip() for u in config.super_users.split(";") if u.strip())
+        self.allow_if_no_acl = config.allow_everyone_if_no_acl_found
         self._image = image
         self._acls: Any = None  # the image's acls map the authorizer was built from
         self._authorizer = Authorizer((), self.super_users, self.allow_if_no_acl)

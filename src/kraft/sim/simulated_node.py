@@ -19,8 +19,8 @@ from typing import Protocol
 
 from kraft.raft import CommittedBatch, InvariantViolation, LeaderAndEpoch, RaftConfig, RaftCore, Reply, Send
 from kraft.raft.voters import VoterSet, write_bootstrap
-from kraft.sim.history import History, Violation
 from kraft.sim.network import Clock
+from kraft.sim.run_history import History, Violation
 from kraft.storage import (
     CorruptLogError,
     MemoryLog,

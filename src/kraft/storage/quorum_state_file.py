@@ -17,8 +17,8 @@ from pathlib import Path
 
 import crc32c
 
-from kraft.storage.errors import CorruptCheckpointError
 from kraft.storage.fsutil import atomic_write
+from kraft.storage.storage_errors import CorruptCheckpointError
 
 QUORUM_STATE = "quorum-state"
 NO_ID = -1

@@ -17,14 +17,14 @@ from kio.schema.errors import ErrorCode
 
 from kraft.protocol import KafkaServer
 from kraft.raft.membership_messages import AddRaftVoterRequest, MembershipRequest, response_for
-from kraft.server.admin import AdminApi
-from kraft.server.broker import BrokerLifecycle
-from kraft.server.client_reads import ClientReads
-from kraft.server.context import NodeContext
-from kraft.server.describe_cluster import DescribeCluster
-from kraft.server.describe_configs import DescribeConfigs
-from kraft.server.forwarding import Forwarding
-from kraft.server.raft_versions import RaftVersions
+from kraft.server.apis.admin import AdminApi
+from kraft.server.apis.broker import BrokerLifecycle
+from kraft.server.apis.client_reads import ClientReads
+from kraft.server.apis.context import NodeContext
+from kraft.server.apis.describe_cluster import DescribeCluster
+from kraft.server.apis.describe_configs import DescribeConfigs
+from kraft.server.apis.forwarding import Forwarding
+from kraft.server.apis.raft_versions import RaftVersions
 
 
 class ClientApi:
@@ -87,7 +87,7 @@ class ClientApi:
         if forward and not self.node.is_leader and self.node.leader_id is not None:
             try:
                 return await self.forwarding.ask_leader(
-                    request, self.node.config["controller.quorum.request.timeout.ms"] / 1000)
+                    request, self.node.config.controller_quorum_request_timeout_ms / 1000)
             except (ConnectionError, TimeoutError, OSError):
                 pass  # this node's own answer names the leader it knows
         return await self.node.handle_raft_request(header, request)
@@ -96,7 +96,7 @@ class ClientApi:
         """AddRaftVoter and RemoveRaftVoter on the client listener: Kafka's brokers forward
         them to the controller (`kafka-metadata-quorum --bootstrap-server`), once the caller
         passed this listener's check (ALTER on the cluster, authorization.py)."""
-        timeout_s = self.node.config["controller.quorum.request.timeout.ms"] / 1000
+        timeout_s = self.node.config.controller_quorum_request_timeout_ms / 1000
         if isinstance(request, AddRaftVoterRequest):
             timeout_s = max(timeout_s, request.timeout.total_seconds())
         if self.node.is_leader:

@@ -26,19 +26,19 @@ from typing import Any, TypeVar
 
 from kraft.controller import NotControllerError, Pending
 from kraft.metadata import ControllerError, MetadataImage
-from kraft.metadata import controller as ctl
+from kraft.metadata import operations as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
-from kraft.metadata.controller import ControllerResult
 from kraft.metadata.image import ConfigResource, ConfigResourceType
+from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import BrokerEndpoint
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
 from kraft.protocol.server import Handler
 from kraft.security.acl import CLUSTER_NAME as CLUSTER
 from kraft.security.acl import AclOperation, ResourceType
-from kraft.server import acl_api, scram_api
-from kraft.server.authorization import REFUSED, top_level_refusal
-from kraft.server.context import NodeContext
+from kraft.server.apis import acl_api, scram_api
+from kraft.server.apis.context import NodeContext
+from kraft.server.settings.authorization import REFUSED, top_level_refusal
 
 log = logging.getLogger("kraft.server.admin")
 
@@ -450,7 +450,7 @@ class AdminApi:
         broker, and no topic could be created until the node registered again."""
         existing = self.node.controller.working_image.broker(broker_id)
         last = self._heartbeats.get(broker_id)
-        session = self.node.config["broker.session.timeout.ms"] / 1000
+        session = self.node.config.broker_session_timeout_ms / 1000
         return (existing is not None and existing.incarnation_id != incarnation
                 and last is not None and time.monotonic() - last < session)
 
@@ -496,7 +496,7 @@ class AdminApi:
 
     async def _expire_sessions(self) -> None:
         """The active controller fences brokers whose heartbeats stopped."""
-        timeout = self.node.config["broker.session.timeout.ms"] / 1000
+        timeout = self.node.config.broker_session_timeout_ms / 1000
         while True:
             await asyncio.sleep(min(0.5, timeout / 4))
             controller = self.node.controller

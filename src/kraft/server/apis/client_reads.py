@@ -41,8 +41,8 @@ from kraft.raft.epochs import UNKNOWN, fence
 from kraft.raft.messages import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID, NO_LEADER
 from kraft.records import BatchHeader, CorruptRecordError, iter_file_batches, read_batches
 from kraft.security.acl import AclOperation, ResourceType
-from kraft.server.authorization import REFUSED
-from kraft.server.context import NodeContext
+from kraft.server.apis.context import NodeContext
+from kraft.server.settings.authorization import REFUSED
 from kraft.storage import FileRegion
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3

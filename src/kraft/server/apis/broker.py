@@ -17,7 +17,7 @@ from kraft.protocol.build import build_request
 from kraft.protocol.connection import KafkaConnection
 from kraft.protocol.limits import Throttled
 from kraft.protocol.tasks import cancel_and_wait
-from kraft.server.context import NodeContext
+from kraft.server.apis.context import NodeContext
 
 log = logging.getLogger("kraft.server.broker")
 
@@ -112,7 +112,7 @@ class BrokerLifecycle:
             log.info("node %d is %s", self.node.node_id, "fenced" if self.fenced else "unfenced: serving")
 
     async def _run(self) -> None:
-        interval = self.node.config["broker.heartbeat.interval.ms"] / 1000
+        interval = self.node.config.broker_heartbeat_interval_ms / 1000
         while True:
             try:
                 if self.epoch is None:

@@ -37,9 +37,9 @@ from kraft.protocol.codec import request_class
 from kraft.protocol.connection import KafkaConnection
 from kraft.protocol.tasks import cancel_and_wait
 from kraft.raft import messages as m
-from kraft.server.config import Endpoint
-from kraft.server.listener_security import ControllerConnector
-from kraft.server.raft_versions import ABSENT, FETCH
+from kraft.server.apis.raft_versions import ABSENT, FETCH
+from kraft.server.settings.listener_security import ControllerConnector
+from kraft.server.settings.server_config import Endpoint
 
 log = logging.getLogger("kraft.server.peers")
 

@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from kraft.metadata import ControllerError, Errors, MetadataImage
-from kraft.metadata.controller import ControllerResult
+from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import MetadataRecord, RemoveUserScramCredentialRecord, UserScramCredentialRecord
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_response

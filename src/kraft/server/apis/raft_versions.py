@@ -40,7 +40,7 @@ from kraft.protocol import KafkaServer
 from kraft.protocol.build import convert, field_names
 from kraft.protocol.codec import request_class, response_class
 from kraft.raft import messages as m
-from kraft.server.config import Endpoint, ServerConfig
+from kraft.server.settings.server_config import Endpoint, ServerConfig
 
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE_QUORUM = 52, 53, 54, 1, 59, 55
 ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, UPDATE_RAFT_VOTER = 80, 81, 82
@@ -170,7 +170,7 @@ class RaftVersions:
             else:
                 given["node_endpoints"] = [{"node_id": leader, "host": endpoint.host, "port": endpoint.port}]
         if "nodes" in fields:  # DescribeQuorum v2: every voter
-            listener = self.config["controller.listener.names"][0]
+            listener = self.config.controller_listener_names[0]
             given["nodes"] = [{"node_id": n, "listeners": [{"name": listener, "host": ep.host, "port": ep.port}]}
                               for n, ep in sorted(self.voters().items())]
         converted = convert(answer, cls, ABSENT[key], given)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Protocol
 
-from kraft.raft.snapshot_policy import SnapshotPolicy
+from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage.snapshot import SnapshotId, SnapshotWriter
 
 log = logging.getLogger("kraft.raft")

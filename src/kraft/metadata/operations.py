@@ -32,7 +32,6 @@ from kraft.metadata.configs import (
     incremental_alter,
 )
 from kraft.metadata.delta import apply_records, partition_changes
-from kraft.metadata.errors import ControllerError, Errors, OperationTooLargeError
 from kraft.metadata.image import (
     DERIVED_FENCING,
     BrokerRegistration,
@@ -40,6 +39,7 @@ from kraft.metadata.image import (
     ConfigResourceType,
     MetadataImage,
 )
+from kraft.metadata.metadata_errors import ControllerError, Errors, OperationTooLargeError
 from kraft.metadata.placement import assign_replicas, new_topic_id
 from kraft.metadata.records import (
     BrokerEndpoint,

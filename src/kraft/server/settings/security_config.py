@@ -9,6 +9,7 @@ key kraft uses; the files they name are read when the node starts (listener_secu
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kraft.security.jaas import JaasConfigError, JaasEntry, parse_jaas
@@ -52,29 +53,45 @@ def _jaas(value: str) -> JaasEntry:
         raise ValueError(str(e)) from None
 
 
-# Keys a listener may override with listener.name.<name>.<key>: (parser, Kafka's default).
-PER_LISTENER: dict[str, tuple[Callable[[str], Any], Any]] = {
-    "ssl.keystore.type": (_upper, "JKS"),
-    "ssl.keystore.location": (_text, ""),
-    "ssl.keystore.certificate.chain": (_text, ""),
-    "ssl.keystore.key": (_text, ""),
-    "ssl.key.password": (_text, ""),
-    "ssl.truststore.type": (_upper, "JKS"),
-    "ssl.truststore.location": (_text, ""),
-    "ssl.truststore.certificates": (_text, ""),
-    "ssl.client.auth": (_choice("none", "requested", "required"), "none"),
-    "ssl.endpoint.identification.algorithm": (_choice("https", ""), "https"),
-    "sasl.enabled.mechanisms": (_mechanisms, ("GSSAPI",)),
-}
+def _key(key: str, parse: Callable[[str], Any], default: Any) -> Any:
+    """A security key as a typed attribute (its Kafka name with `.` as `_`)."""
+    return field(default=default, metadata={"key": key, "parse": parse})
 
-# Node-wide keys.
-GLOBAL: dict[str, tuple[Callable[[str], Any], Any]] = {
-    "sasl.mechanism.controller.protocol": (_upper, "GSSAPI"),  # how this node logs in to controllers
-    "connection.failed.authentication.delay.ms": (lambda v: max(0, int(v.strip())), 100),
+
+@dataclass(frozen=True, kw_only=True)
+class SecurityKeys:
+    """The security keys of server.properties, typed. ServerConfig holds the node's; a
+    listener's are the same keys with its listener.name.<name>.<key> overrides applied
+    (`ServerConfig.security_of`), and only those named in PER_LISTENER may be overridden."""
+
+    ssl_keystore_type: str = _key("ssl.keystore.type", _upper, "JKS")
+    ssl_keystore_location: str = _key("ssl.keystore.location", _text, "")
+    ssl_keystore_certificate_chain: str = _key("ssl.keystore.certificate.chain", _text, "")
+    ssl_keystore_key: str = _key("ssl.keystore.key", _text, "")
+    ssl_key_password: str = _key("ssl.key.password", _text, "")
+    ssl_truststore_type: str = _key("ssl.truststore.type", _upper, "JKS")
+    ssl_truststore_location: str = _key("ssl.truststore.location", _text, "")
+    ssl_truststore_certificates: str = _key("ssl.truststore.certificates", _text, "")
+    ssl_client_auth: str = _key("ssl.client.auth", _choice("none", "requested", "required"), "none")
+    ssl_endpoint_identification_algorithm: str = _key(
+        "ssl.endpoint.identification.algorithm", _choice("https", ""), "https")
+    sasl_enabled_mechanisms: tuple[str, ...] = _key("sasl.enabled.mechanisms", _mechanisms, ("GSSAPI",))
+    # node-wide: how this node logs in to controllers
+    sasl_mechanism_controller_protocol: str = _key("sasl.mechanism.controller.protocol", _upper, "GSSAPI")
+    connection_failed_authentication_delay_ms: int = _key(
+        "connection.failed.authentication.delay.ms", lambda v: max(0, int(v.strip())), 100)
     # ACLs (authorization.py): on only with Kafka's KRaft authorizer named, as Kafka's are
-    "authorizer.class.name": (_text, ""),
-    "super.users": (_text, ""),
-    "allow.everyone.if.no.acl.found": (lambda v: _choice("true", "false")(v) == "true", False),
+    authorizer_class_name: str = _key("authorizer.class.name", _text, "")
+    super_users: str = _key("super.users", _text, "")
+    allow_everyone_if_no_acl_found: bool = _key(
+        "allow.everyone.if.no.acl.found", lambda v: _choice("true", "false")(v) == "true", False)
+
+
+# The keys a listener may override with listener.name.<name>.<key> (Kafka's listener-prefixed
+# ssl.* and sasl.enabled.mechanisms), by Kafka name: key -> its parser.
+PER_LISTENER: dict[str, Callable[[str], Any]] = {
+    f.metadata["key"]: f.metadata["parse"] for f in fields(SecurityKeys)
+    if f.metadata["key"].startswith("ssl.") or f.metadata["key"] == "sasl.enabled.mechanisms"
 }
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -87,7 +104,7 @@ def listener_key(key: str, raw: str) -> tuple[tuple[str, str], Any] | None:
     if not dot or not name:
         return None
     if setting in PER_LISTENER:
-        return (name.upper(), setting), PER_LISTENER[setting][0](raw)
+        return (name.upper(), setting), PER_LISTENER[setting](raw)
     if setting.endswith(JAAS_SUFFIX):
         mechanism = setting[: -len(JAAS_SUFFIX)].upper()
         if mechanism in SASL_MECHANISMS:

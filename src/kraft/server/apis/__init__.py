@@ -1,0 +1,1 @@
+"""apis room of the server layer; see docs/architecture.md."""

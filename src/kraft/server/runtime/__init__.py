@@ -1,0 +1,1 @@
+"""runtime room of the server layer; see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""settings room of the server layer; see docs/architecture.md."""

@@ -1,0 +1,2 @@
+"""What every state machine on a Raft log shares: when to snapshot, the snapshot job, the
+changed-records count; see docs/architecture.md."""

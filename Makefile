@@ -24,7 +24,7 @@ demo: $(CODEC)
 test: lint $(CODEC) $(NODE_CLIENTS) kcat
 	$(PY) -m pytest -n 2 -q
 
-# ruff, then mypy over src/kraft as [tool.mypy] in pyproject.toml sets it up (docs/architecture.md, "Types").
+# ruff, then mypy over src/kraft as [tool.mypy] in pyproject.toml sets it up (docs/decisions/0036-types.md).
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check src tests bench
 	$(PY) -m mypy

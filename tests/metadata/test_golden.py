@@ -5,7 +5,7 @@ included, so each is written), built by `sample_record`. How they were checked: 
 written separately from kraft's, driven only by Kafka's own JSON schemas
 (metadata/src/main/resources/common/metadata/*.json of apache/kafka at commit 1eb7644, with
 ClearElrRecord and UnregisterControllerRecord from the later commits named in kraft's
-docs/architecture.md), read each schema's fields, versions, nullable and tagged versions and
+docs/decisions/0017-metadata-replay-rules.md), read each schema's fields, versions, nullable and tagged versions and
 tags, and wrote the framed value (frame version 1, API key, version as unsigned varints; then
 KIP-482's flexible encoding: compact strings, bytes and arrays, fixed-width big-endian
 numbers, a tagged-field section sorted by tag ending every struct). Its bytes equalled

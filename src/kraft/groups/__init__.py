@@ -3,8 +3,8 @@
 Each `__consumer_offsets` partition is a Raft log of its own (server/runtime/node.py runs them);
 the coordinator of a partition is that log's listener and, on its leader, serves the groups that hash to
 it (Kafka's records, Kafka's classic protocol, committed offsets with their leader epoch).
-Its place among the layers, its wiring and what is left: docs/architecture.md, "Consumer
-groups (`groups/`)".
+Its place among the layers: docs/architecture.md; its wiring and what is left:
+docs/decisions/0032-consumer-groups-on-raft-partitions.md.
 """
 
 from kraft.groups.api import GroupApi, GroupContext

@@ -1,6 +1,7 @@
 """Kafka's wire protocol on top of kio: framing, headers, dispatch, ApiVersions, errors.
 
-Its place among the layers, and the listeners' limits: docs/architecture.md.
+Its place among the layers: docs/architecture.md; the listeners' limits:
+docs/decisions/0025-listener-limits-and-fuzz.md.
 """
 
 from kraft.protocol.codec import (

@@ -1,7 +1,9 @@
-"""The Raft core (KIP-595 with KIP-320 fencing), sans-IO.
+"""The Raft core (KIP-595 with KIP-320 fencing): deterministic, no sockets, threads or clock;
+it writes its log and quorum-state itself, as Kafka's KafkaRaftClient does.
 
-The driver contract is core.py's docstring; what each module owns, and why the core makes
-the choices it does: docs/architecture.md ("The Raft core is sans-IO").
+The driver contract is core.py's docstring; what each module owns: docs/architecture.md
+("The I/O boundary", "The modules of each layer"); why the core makes the choices it does:
+docs/decisions/.
 """
 
 from kraft.raft.core import RaftCore

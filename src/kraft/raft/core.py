@@ -1,7 +1,11 @@
-"""The Raft core (KIP-595, with KIP-320 fencing): a deterministic state machine, no IO.
+"""The Raft core (KIP-595, with KIP-320 fencing): a deterministic state machine.
 
-A driver (the asyncio server, or the simulator) owns the clock, the network and the disk
-and steps the core with what happens:
+It never touches a socket, a thread, a sleep or the clock; it does call the storage it is
+handed, which does I/O: it appends to and truncates its log and writes quorum-state inside a
+step, as Kafka's KafkaRaftClient does (not etcd's raft, which hands entries out to persist).
+Only appends are left for the driver to fsync (wants_flush, then handle_flush). A driver (the
+asyncio server, or the simulator) owns the clock, the network and the fsync of appends and
+steps the core with what happens:
 
     handle_request(handle, request, now)      a peer's request; the reply goes to the outbox
     handle_response(request_id, response, now) the answer to one of our requests
@@ -20,7 +24,7 @@ forbids. The epoch rules are epochs.py's, shared with the client listener; appen
 accumulator.py; snapshots are seen through snapshot_catalog.py, served and fetched by
 snapshot_fetch.py, a follower's download driven by follower_download.py, and retention.py
 says where the log may start. Voter changes (KIP-853) are voter_changes.py's, on the rules
-of membership.py.
+of voter_change_rules.py.
 
 Durability rules kept here: quorum-state is written (and is durable on return) before a
 vote is granted or an epoch entered; a follower fetches only from a fully flushed log, so

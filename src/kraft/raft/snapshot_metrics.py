@@ -5,7 +5,7 @@
     SnapshotSizeBytes      gauge: the latest snapshot's size
     SnapshotLag            gauge: high watermark minus the latest snapshot's end offset
 
-The core is sans-IO; these durations are measured with a clock the driver hands in, and
+The core reads no clock; these durations are measured with a clock the driver hands in, and
 nothing the core decides depends on them.
 """
 

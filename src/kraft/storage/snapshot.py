@@ -331,7 +331,7 @@ class SnapshotWriter(_PartWriter):
 
     Every batch gets `last_contained_log_timestamp` as its timestamp (and so does every
     record given without one), so the same state always gives the same bytes: the Raft core
-    is sans-IO and reads no clock, and replicas' snapshots of one state stay identical.
+    reads no clock, and replicas' snapshots of one state stay identical.
     A failure while appending or freezing aborts the writer, since a snapshot with a hole
     in it must never be frozen.
     """

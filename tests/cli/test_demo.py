@@ -39,8 +39,8 @@ def test_the_demo_runs_and_every_node_agrees(tmp_path):
 
 def test_the_secure_demo_runs_refuses_what_it_must_and_every_node_agrees(tmp_path):
     """The secured cluster: SASL_SSL/SCRAM clients, an SSL controller listener, ACLs; the
-    readers (the group's consumer too) log in as the restricted user; the three refusals
-    happen (the demo fails if any goes through)."""
+    readers (the group's consumer too) log in as the restricted user; the four refusals
+    happen (the demo fails if any goes through), a takeover of admin's group among them."""
     out = subprocess.run([sys.executable, "-m", "kraft.cli", "demo", "--secure", "--dir", str(tmp_path),
                           "--time-budget", "0"], capture_output=True, text=True, timeout=300, env=WIDE)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -49,6 +49,8 @@ def test_the_secure_demo_runs_refuses_what_it_must_and_every_node_agrees(tmp_pat
                  "made reader's credential by AlterUserScramCredentials",
                  "kraft.client.Consumer as reader over SASL_SSL",
                  "refused: reader creating a topic: TOPIC_AUTHORIZATION_FAILED",
+                 "refused: reader reading, overwriting and deleting admin's group admin-jobs: "
+                 "GROUP_AUTHORIZATION_FAILED each time",
                  "refused: reader with a wrong password: SASL SCRAM-SHA-512 login refused",
                  "sending Vote to the controller listener: CLUSTER_AUTHORIZATION_FAILED",
                  "task(s); as reader over SASL_SSL", "orders-000", "demo finished in"):

@@ -19,6 +19,7 @@ from kraft.protocol.build import build_request
 from kraft.protocol.codec import decode_request, decode_response, encode_request, encode_response, response_class
 from kraft.raft import CommittedBatch, LeaderAndEpoch
 from kraft.records import Record
+from kraft.security.acl import Authorizer
 from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import MemorySnapshotStore
 from kraft.storage.snapshot import SnapshotId
@@ -129,8 +130,10 @@ class Node:
     the handlers. Requests pass through kio's encoding both ways."""
 
     def __init__(self, partitions: int = 3, config: GroupConfig = CONFIG, topics: dict[str, int] | None = None,
-                 node_id: int = 1) -> None:
+                 node_id: int = 1, authorizer: Authorizer | None = None) -> None:
         self.partitions = partitions
+        self.authorizer = authorizer  # None: the authorizer off
+        self.principal = "User:ANONYMOUS"  # who sends the requests (tests switch it)
         self.now = 1_000_000
         self.topics = topics if topics is not None else {"t": 4, "u": 2}
         self.logs = []
@@ -157,6 +160,10 @@ class Node:
 
     def knows_partition(self, topic, partition):
         return 0 <= partition < self.topics.get(topic, 0)
+
+    def allowed(self, operation, resource_type, name):
+        return self.authorizer is None or self.authorizer.authorize(
+            self.principal, "127.0.0.1", operation, resource_type, name)
 
     # ---- driving
     def coordinator(self, group_id: str) -> GroupCoordinator:

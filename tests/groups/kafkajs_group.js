@@ -3,12 +3,24 @@
 // commits the offset after the last; a second member of the same group then starts where
 // that commit says. kafkajs cannot consume without a group. Prints one JSON object.
 //
-// usage: node kafkajs_group.js HOST:PORT[,HOST:PORT...] GROUP
+// usage: node kafkajs_group.js HOST:PORT[,HOST:PORT...] GROUP [SECURITY_JSON]
+// SECURITY_JSON, for a SASL_SSL listener: {"ca": PEM file, "mechanism": "scram-sha-512",
+// "username": ..., "password": ...}
+const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
 
-const [brokers, groupId] = process.argv.slice(2)
+const [brokers, groupId, securityJson] = process.argv.slice(2)
 const topic = '__cluster_metadata'
-const kafka = new Kafka({ clientId: 'kraft-test-kafkajs', brokers: brokers.split(','), logLevel: logLevel.NOTHING })
+const security = securityJson ? JSON.parse(securityJson) : null
+const secured = security
+  ? {
+      ssl: { ca: [fs.readFileSync(security.ca, 'utf-8')] },
+      sasl: { mechanism: security.mechanism, username: security.username, password: security.password }
+    }
+  : {}
+const kafka = new Kafka({
+  clientId: 'kraft-test-kafkajs', brokers: brokers.split(','), logLevel: logLevel.NOTHING, ...secured
+})
 
 // One member: the first message it is given (offset, leader epoch), committed +1 if `commit`.
 async function member (commit) {

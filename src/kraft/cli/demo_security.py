@@ -9,10 +9,14 @@ secure one, and a step that shows the security at work.
 - **The client listener** is SASL_SSL with SCRAM-SHA-512. `admin`'s credential is written
   before the first start, as `kraft storage format --add-scram` writes it; admin is a super
   user and does everything the plain demo's admin client does. `reader`'s credential is
-  made by admin through AlterUserScramCredentials, and one ACL lets reader READ the log.
-- **The readers** (kraft's consumer, Spark) log in as reader, with Kafka's client settings.
-- **Refused, and shown:** reader creating a topic, a wrong password, and a Vote from a
-  certificate that is not the nodes'. Any of them going through fails the demo.
+  made by admin through AlterUserScramCredentials, and two ACLs let reader READ the log and
+  the demo's consumer group (kraft-demo).
+- **The readers** (kraft's consumer, Spark, the group's kafka-python consumer) log in as
+  reader, with Kafka's client settings.
+- **Refused, and shown:** reader creating a topic, taking over a group of admin's (reading,
+  overwriting and deleting its offsets: GROUP_AUTHORIZATION_FAILED, the offset kept), a
+  wrong password, and a Vote from a certificate that is not the nodes'. Any of them going
+  through fails the demo.
 
 Passwords are made for each run and never printed.
 """
@@ -27,10 +31,12 @@ from typing import Any
 
 from rich.console import Console
 
+from kraft.cli.cluster_client import find_coordinator, request, run_async
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import AuthenticationError, AuthorizationError, Consumer, TopicPartition
 from kraft.client.security import client_security
 from kraft.protocol import ErrorCode
+from kraft.protocol.build import build_request
 from kraft.protocol.connection import ClientLogin, KafkaConnection
 from kraft.raft import messages as m
 
@@ -38,6 +44,8 @@ ADMIN, READER = "admin", "reader"
 MECHANISM = "SCRAM-SHA-512"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 LOG = TopicPartition("__cluster_metadata", 0)
+READER_GROUP = "kraft-demo"  # demo_groups.GROUP: the group the demo's consumer joins as reader
+ADMINS_GROUP = "admin-jobs"
 
 
 class DemoSecurity:
@@ -98,18 +106,19 @@ def show(console: Console, cluster: LocalCluster, security: DemoSecurity, leader
             [kafka_admin.UserScramCredentialUpsertion(READER, MECHANISM, security.passwords[READER])])
         if failed.get(READER):
             raise RuntimeError(f"AlterUserScramCredentials for {READER} failed: {failed[READER]}")
-        read = kafka_admin.ACL(f"User:{READER}", "*", kafka_admin.ACLOperation.READ,
-                               kafka_admin.ACLPermissionType.ALLOW,
-                               kafka_admin.ResourcePattern(kafka_admin.ResourceType.TOPIC, LOG.topic,
-                                                           kafka_admin.ACLResourcePatternType.LITERAL))
-        if admin.create_acls([read])["failed"]:
+        acls = [kafka_admin.ACL(f"User:{READER}", "*", kafka_admin.ACLOperation.READ,
+                                kafka_admin.ACLPermissionType.ALLOW,
+                                kafka_admin.ResourcePattern(resource, name, kafka_admin.ACLResourcePatternType.LITERAL))
+                for resource, name in ((kafka_admin.ResourceType.TOPIC, LOG.topic),
+                                       (kafka_admin.ResourceType.GROUP, READER_GROUP))]
+        if admin.create_acls(acls)["failed"]:
             raise RuntimeError(f"CreateAcls for {READER} failed")
     finally:
         admin.close()
     console.print(f"admin (a super user; its {MECHANISM} credential written by --add-scram before the first "
                   f"start) made {READER}'s credential by AlterUserScramCredentials (the request carries a salted "
-                  f"password; the log holds salt and keys only) and one ACL: ALLOW User:{READER} READ on topic "
-                  f"{LOG.topic}")
+                  f"password; the log holds salt and keys only) and two ACLs: ALLOW User:{READER} READ on topic "
+                  f"{LOG.topic} and on group {READER_GROUP}")
 
     count, end = _read_as_reader(cluster, security)
     console.print(f"kraft.client.Consumer as {READER} over SASL_SSL: {count} records up to offset {end}")
@@ -123,6 +132,7 @@ def show(console: Console, cluster: LocalCluster, security: DemoSecurity, leader
         refused.append(f"{READER} creating a topic: TOPIC_AUTHORIZATION_FAILED (its ACL allows READ on the log only)")
     finally:
         reader.close()
+    refused += _takeover(cluster, security)
     try:
         with Consumer(servers, security=security.settings(READER, password="not-the-password")) as consumer:
             consumer.end_offsets([LOG])
@@ -133,8 +143,8 @@ def show(console: Console, cluster: LocalCluster, security: DemoSecurity, leader
     if answer == ErrorCode.cluster_authorization_failed and leader_and_epoch() == before:
         refused.append("a certificate from the same CA, not the nodes', sending Vote to the controller listener: "
                        f"CLUSTER_AUTHORIZATION_FAILED; node {before[0]} still leads epoch {before[1]}")
-    if len(refused) != 3:
-        raise RuntimeError(f"security is not working: only {len(refused)} of 3 refusals happened ({refused})")
+    if len(refused) != 4:
+        raise RuntimeError(f"security is not working: only {len(refused)} of 4 refusals happened ({refused})")
     for line in refused:
         console.print(f"[bold]refused:[/] {line}")
 
@@ -159,6 +169,37 @@ def _read_as_reader(cluster: LocalCluster, security: DemoSecurity, timeout: floa
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{READER} still refused after {timeout:.0f} s: {e}") from None
             time.sleep(0.2)
+
+
+def _takeover(cluster: LocalCluster, security: DemoSecurity) -> list[str]:
+    """admin commits an offset in a group of its own; reader, with no ACL on that group,
+    tries to read it, overwrite it and delete the group. One line if every attempt is
+    refused and admin's offset is still there; none otherwise."""
+    admin_tls, admin_login = security.connection()
+    reader_tls, reader_login = client_security(security.settings(READER), "kraft demo")
+    port = find_coordinator(cluster, ADMINS_GROUP, tls=admin_tls, login=admin_login).port
+
+    def commit(offset: int) -> Any:
+        return build_request(8, 8, {"group_id": ADMINS_GROUP, "generation_id_or_member_epoch": -1, "member_id": "",
+                                    "group_instance_id": None, "topics": [{"name": LOG.topic, "partitions": [
+                                        {"partition_index": LOG.partition, "committed_offset": offset,
+                                         "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+
+    fetch = build_request(9, 8, {"require_stable": False, "groups": [
+        {"group_id": ADMINS_GROUP, "member_id": None, "member_epoch": -1, "topics": None}]})
+    run_async(request(port, commit(7), 10.0, admin_tls, admin_login))
+    answers = [
+        run_async(request(port, fetch, 10.0, reader_tls, reader_login)).groups[0].error_code,
+        run_async(request(port, commit(0), 10.0, reader_tls, reader_login)).topics[0].partitions[0].error_code,
+        run_async(request(port, build_request(42, 2, {"groups_names": [ADMINS_GROUP]}), 10.0, reader_tls,
+                          reader_login)).results[0].error_code,
+    ]
+    kept = run_async(request(port, fetch, 10.0, admin_tls, admin_login)).groups[0]
+    offsets = [p.committed_offset for t in kept.topics for p in t.partitions]
+    if answers != [ErrorCode.group_authorization_failed] * 3 or offsets != [7]:
+        return []
+    return [f"{READER} reading, overwriting and deleting admin's group {ADMINS_GROUP}: GROUP_AUTHORIZATION_FAILED "
+            "each time (no ACL on that group); admin's offset 7 is kept"]
 
 
 def _vote_from_a_stranger(cluster: LocalCluster, security: DemoSecurity, leader: int, epoch: int) -> ErrorCode:

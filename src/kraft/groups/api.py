@@ -18,6 +18,16 @@ OffsetCommit 5, OffsetFetch 4, FindCoordinator 2; kafka-python 2.x JoinGroup 5, 
 OffsetCommit 7, OffsetFetch 5, and 3.x JoinGroup 7, SyncGroup 5, OffsetCommit 8, OffsetFetch
 8. OffsetCommit 10 and OffsetFetch 10 name topics by id, which is not served.
 
+Authorization is Kafka's KafkaApis' (with the authorizer on; `GroupContext.allowed` is
+always true with it off), decided before the coordinator is asked, so a refused call
+changes nothing: FindCoordinator DESCRIBE on the group (or the transactional id); JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup and OffsetCommit READ on the group; OffsetFetch,
+DescribeGroups DESCRIBE on it; OffsetDelete and DeleteGroups DELETE; else
+GROUP_AUTHORIZATION_FAILED where the API puts its error. OffsetCommit and OffsetDelete also
+need READ on each topic, OffsetFetch DESCRIBE (TOPIC_AUTHORIZATION_FAILED per partition, and
+topics not describable left out of an all-topics answer); ListGroups lists only the groups
+the caller may DESCRIBE, unless it may DESCRIBE the cluster.
+
 Refusals follow Kafka's: the whole request fails with the coordinator's error
 (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS; a commit that timed out is
 COORDINATOR_NOT_AVAILABLE, and NOT_COORDINATOR for OffsetFetch, as Kafka maps them), and an
@@ -26,6 +36,7 @@ UNKNOWN_TOPIC_OR_PARTITION for that partition, before the coordinator is asked.
 """
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
@@ -37,6 +48,7 @@ from kraft.groups.group_messages import (
     CommitRequest,
     DescribedGroup,
     FetchAnswer,
+    FetchedOffset,
     JoinAnswer,
     JoinRequest,
     LeaveAnswer,
@@ -50,6 +62,7 @@ from kraft.groups.replies import CoordinatorError, Reply
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
 from kraft.protocol.session import current_session
+from kraft.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 T = TypeVar("T")
 
@@ -68,7 +81,11 @@ VERSIONS = {
     DELETE_GROUPS: (0, 2),
     OFFSET_DELETE: (0, 0),
 }
-GROUP_KEY = 0  # FindCoordinator's key type for a group (1: transaction, 2: share group)
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator's key types (2: share group)
+READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
+GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
+# AclEntry.supportedOperations(GROUP): what DescribeGroups' authorized_operations may hold.
+GROUP_OPERATIONS = (READ, DESCRIBE, DELETE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS)
 _NO_OPERATIONS = -(2**31)  # authorized_operations when not asked for
 _ZERO = timedelta(0)
 
@@ -95,6 +112,20 @@ class GroupContext(Protocol):
     def knows_partition(self, topic: str, partition: int) -> bool:
         """Whether the cluster has this topic partition (offsets are kept only for those)."""
         ...
+
+    def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the principal of the request being handled may do `operation` on the
+        resource (Kafka's StandardAuthorizer on the node's ACLs); True with the authorizer off."""
+        ...
+
+
+GROUP_REFUSED = ErrorCode.group_authorization_failed
+# FindCoordinator's check per key type: (operation, resource type, error, Kafka's message before v4)
+_FIND_REFUSALS = {
+    GROUP_KEY: (DESCRIBE, GROUP, GROUP_REFUSED, "Group authorization failed."),
+    TRANSACTION_KEY: (DESCRIBE, ResourceType.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed,
+                      "Transactional Id authorization failed."),
+}
 
 
 def _ms(value: timedelta) -> int:
@@ -157,11 +188,23 @@ class GroupApi:
     async def _ask_group(self, group_id: str, action: Callable[[GroupCoordinator, int], Reply]) -> Any:
         return await self._ask(self.partition_of(group_id), action)
 
+    def _may(self, operation: AclOperation, group_id: str) -> bool:
+        return self.context.allowed(operation, GROUP, group_id)
+
+    def _topics_allowed(self, operation: AclOperation, names: Sequence[str]) -> set[str]:
+        """The topics among `names` the caller may `operation` (each decided once)."""
+        return {name for name in set(names) if self.context.allowed(operation, TOPIC, name)}
+
     # ---------------------------------------------------------------- FindCoordinator
 
-    def _coordinator(self, key: str, key_type: int) -> dict[str, Any]:
+    def _coordinator(self, key: str, key_type: int, version: int) -> dict[str, Any]:
         found: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                                  "error_code": NONE, "error_message": None}
+        refusal = _FIND_REFUSALS.get(key_type)
+        if refusal is not None and not self.context.allowed(refusal[0], refusal[1], key):
+            # Kafka's message only in the versions before batching (v4 answers without one)
+            found.update(error_code=refusal[2], error_message=refusal[3] if version < 4 else None)
+            return found
         if key_type != GROUP_KEY:
             found.update(error_code=ErrorCode.invalid_request,
                          error_message=f"kraft has only a group coordinator; key type {key_type} is not one")
@@ -179,10 +222,10 @@ class GroupApi:
         version = header.request_api_version
         key_type = getattr(request, "key_type", GROUP_KEY)
         if version >= 4:
-            coordinators = [self._coordinator(key, key_type) for key in request.coordinator_keys]
+            coordinators = [self._coordinator(key, key_type, version) for key in request.coordinator_keys]
             return build_response(FIND_COORDINATOR, version, {"throttle_time": _ZERO, "coordinators": coordinators})
         return build_response(FIND_COORDINATOR, version,
-                              {"throttle_time": _ZERO} | self._coordinator(request.key, key_type))
+                              {"throttle_time": _ZERO} | self._coordinator(request.key, key_type, version))
 
     # ---------------------------------------------------------------- JoinGroup, SyncGroup, Heartbeat, LeaveGroup
 
@@ -195,10 +238,13 @@ class GroupApi:
             _ms(request.rebalance_timeout) if version >= 1 else session_timeout,
             header.client_id or "", _client_host(), getattr(request, "group_instance_id", None),
             requires_known_member_id=version >= 4)
-        try:
-            answer: JoinAnswer = await self._ask_group(join.group_id, lambda c, now: c.join_group(join, now))
-        except CoordinatorError as e:
-            answer = JoinAnswer(_write_error(e), request.member_id)
+        if not self._may(READ, join.group_id):
+            answer = JoinAnswer(GROUP_REFUSED, "")  # Kafka's error answer: no member id, no generation
+        else:
+            try:
+                answer = await self._ask_group(join.group_id, lambda c, now: c.join_group(join, now))
+            except CoordinatorError as e:
+                answer = JoinAnswer(_write_error(e), request.member_id)
         return build_response(JOIN_GROUP, version, {
             "throttle_time": _ZERO, "error_code": answer.error, "generation_id": answer.generation,
             "protocol_type": answer.protocol_type,
@@ -209,27 +255,35 @@ class GroupApi:
         })
 
     async def sync_group(self, header: Any, request: Any) -> Any:
+        version = header.request_api_version
         sync = SyncRequest(
             request.group_id, request.member_id, request.generation_id,
             tuple((a.member_id, a.assignment) for a in request.assignments),
             getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
             getattr(request, "group_instance_id", None))
-        try:
-            answer: SyncAnswer = await self._ask_group(sync.group_id, lambda c, now: c.sync_group(sync, now))
-        except CoordinatorError as e:
-            answer = SyncAnswer(_write_error(e))
-        return build_response(SYNC_GROUP, header.request_api_version, {
+        if version >= 5 and (sync.protocol_type is None or sync.protocol_name is None):
+            answer = SyncAnswer(ErrorCode.inconsistent_group_protocol)  # mandatory from v5, checked first
+        elif not self._may(READ, sync.group_id):
+            answer = SyncAnswer(GROUP_REFUSED)
+        else:
+            try:
+                answer = await self._ask_group(sync.group_id, lambda c, now: c.sync_group(sync, now))
+            except CoordinatorError as e:
+                answer = SyncAnswer(_write_error(e))
+        return build_response(SYNC_GROUP, version, {
             "throttle_time": _ZERO, "error_code": answer.error, "protocol_type": answer.protocol_type,
             "protocol_name": answer.protocol_name, "assignment": answer.assignment})
 
     async def heartbeat(self, header: Any, request: Any) -> Any:
         group_id, member_id, generation = request.group_id, request.member_id, request.generation_id
         instance_id = getattr(request, "group_instance_id", None)
-        try:
-            error: ErrorCode = await self._ask_group(
-                group_id, lambda c, now: c.heartbeat(group_id, member_id, generation, instance_id, now))
-        except CoordinatorError as e:
-            error = _write_error(e)
+        error: ErrorCode = GROUP_REFUSED
+        if self._may(READ, group_id):
+            try:
+                error = await self._ask_group(
+                    group_id, lambda c, now: c.heartbeat(group_id, member_id, generation, instance_id, now))
+            except CoordinatorError as e:
+                error = _write_error(e)
         return build_response(HEARTBEAT, header.request_api_version, {"throttle_time": _ZERO, "error_code": error})
 
     async def leave_group(self, header: Any, request: Any) -> Any:
@@ -239,10 +293,12 @@ class GroupApi:
             members = [(m.member_id, m.group_instance_id) for m in request.members]
         else:
             members = [(request.member_id, None)]
-        try:
-            answer: LeaveAnswer = await self._ask_group(group_id, lambda c, now: c.leave_group(group_id, members, now))
-        except CoordinatorError as e:
-            answer = LeaveAnswer(_write_error(e))
+        answer = LeaveAnswer(GROUP_REFUSED)  # Kafka's error answer: no members
+        if self._may(READ, group_id):
+            try:
+                answer = await self._ask_group(group_id, lambda c, now: c.leave_group(group_id, members, now))
+            except CoordinatorError as e:
+                answer = LeaveAnswer(_write_error(e))
         error = answer.error
         if version < 3 and error is NONE and answer.members:  # one member: its error is the answer's
             error = answer.members[0][2]
@@ -257,8 +313,17 @@ class GroupApi:
         partitions = [CommitPartition(topic.name, p.partition_index, p.committed_offset,
                                       getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
                       for topic in request.topics for p in topic.partitions]
-        known = [i for i, p in enumerate(partitions) if self.context.knows_partition(p.topic, p.partition)]
         errors: dict[int, ErrorCode] = {}  # index in `partitions` -> its error
+        known: list[int] = []
+        if not self._may(READ, request.group_id):  # every partition refused, as Kafka's error answer
+            errors = dict.fromkeys(range(len(partitions)), GROUP_REFUSED)
+        else:
+            readable = self._topics_allowed(READ, [p.topic for p in partitions])
+            for i, p in enumerate(partitions):
+                if p.topic not in readable:
+                    errors[i] = ErrorCode.topic_authorization_failed
+                elif self.context.knows_partition(p.topic, p.partition):
+                    known.append(i)
         if known:
             commit = CommitRequest(
                 request.group_id, request.generation_id_or_member_epoch, request.member_id,
@@ -269,7 +334,7 @@ class GroupApi:
                     commit.group_id, lambda c, now: c.commit_offsets(commit, now))
             except CoordinatorError as e:
                 answer = (_write_error(e),) * len(known)
-            errors = dict(zip(known, answer))
+            errors.update(zip(known, answer))
         topics: dict[str, list[dict[str, Any]]] = {}
         for i, p in enumerate(partitions):
             topics.setdefault(p.topic, []).append(
@@ -278,13 +343,27 @@ class GroupApi:
             "throttle_time": _ZERO, "topics": [{"name": name, "partitions": ps} for name, ps in topics.items()]})
 
     async def _fetch_group(self, group_id: str, topics: Any, require_stable: bool) -> FetchAnswer:
+        """One group's offsets as the caller may see them: the group refused without DESCRIBE
+        on it; a topic asked for that it may not DESCRIBE answered TOPIC_AUTHORIZATION_FAILED
+        (the coordinator is not asked for it), and left out of an all-topics answer."""
+        if not self._may(DESCRIBE, group_id):
+            return FetchAnswer(group_id, GROUP_REFUSED)
         wanted = None if topics is None else [(t.name, t.partition_indexes) for t in topics]
+        named = set() if wanted is None else self._topics_allowed(DESCRIBE, [name for name, _ in wanted])
+        asked = None if wanted is None else [(name, indexes) for name, indexes in wanted if name in named]
         try:
             answer: FetchAnswer = await self._ask_group(
-                group_id, lambda c, now: c.fetch_offsets(group_id, wanted, now, require_stable))
-            return answer
+                group_id, lambda c, now: c.fetch_offsets(group_id, asked, now, require_stable))
         except CoordinatorError as e:
             return FetchAnswer(group_id, _read_error(e))
+        if answer.error is not NONE:
+            return answer
+        if wanted is None:
+            shown = self._topics_allowed(DESCRIBE, [o.topic for o in answer.offsets])
+            return dataclasses.replace(answer, offsets=tuple(o for o in answer.offsets if o.topic in shown))
+        refused = tuple(FetchedOffset(name, i, error=ErrorCode.topic_authorization_failed)
+                        for name, indexes in wanted if name not in named for i in indexes)
+        return dataclasses.replace(answer, offsets=answer.offsets + refused)
 
     @staticmethod
     def _fetched_topics(answer: FetchAnswer, topics: Any) -> list[dict[str, Any]]:
@@ -321,8 +400,13 @@ class GroupApi:
 
     async def offset_delete(self, header: Any, request: Any) -> Any:
         group_id = request.group_id
+        if not self._may(DELETE, group_id):
+            return build_response(OFFSET_DELETE, header.request_api_version, {
+                "error_code": GROUP_REFUSED, "throttle_time": _ZERO, "topics": []})
         asked = [(t.name, [p.partition_index for p in t.partitions]) for t in request.topics]
-        known = [(name, [i for i in indexes if self.context.knows_partition(name, i)]) for name, indexes in asked]
+        readable = self._topics_allowed(READ, [name for name, _ in asked])
+        known = [(name, [i for i in indexes if self.context.knows_partition(name, i)])
+                 for name, indexes in asked if name in readable]
         known = [(name, indexes) for name, indexes in known if indexes]
         answer = OffsetDeleteAnswer()
         if known:
@@ -331,7 +415,8 @@ class GroupApi:
             except CoordinatorError as e:
                 answer = OffsetDeleteAnswer(_write_error(e))
         topics = [{"name": name, "partitions": [
-            {"partition_index": i, "error_code": answer.partitions.get((name, i), ErrorCode.unknown_topic_or_partition)}
+            {"partition_index": i, "error_code": answer.partitions.get((name, i), ErrorCode.unknown_topic_or_partition)
+             if name in readable else ErrorCode.topic_authorization_failed}
             for i in indexes]} for name, indexes in asked]
         return build_response(OFFSET_DELETE, header.request_api_version, {
             "error_code": answer.error, "throttle_time": _ZERO, "topics": [] if answer.error is not NONE else topics})
@@ -358,28 +443,42 @@ class GroupApi:
         answers: dict[int, list[T]] = {p: list(r) for p, r in zip(by_partition, results)}
         return [answers[self.partition_of(g)].pop(0) for g in group_ids]
 
+    def _authorized_operations(self, group_id: str) -> int:
+        """Kafka's bit field (1 << operation code) of what the caller may do to the group."""
+        return sum(1 << op for op in GROUP_OPERATIONS if self.context.allowed(op, GROUP, group_id))
+
     async def describe_groups(self, header: Any, request: Any) -> Any:
-        described: list[DescribedGroup] = await self._per_partition(
-            request.groups, lambda groups: lambda c, now: c.describe_groups(groups, now),
+        """Refused groups first, then the described ones (Kafka's order)."""
+        allowed = [g for g in request.groups if self._may(DESCRIBE, g)]
+        described: list[DescribedGroup] = [DescribedGroup(g, "", error=GROUP_REFUSED)
+                                           for g in request.groups if g not in allowed]
+        described += await self._per_partition(
+            allowed, lambda groups: lambda c, now: c.describe_groups(groups, now),
             lambda g, error: DescribedGroup(g, "", error=error))
+        with_operations = header.request_api_version >= 3 and request.include_authorized_operations
         return build_response(DESCRIBE_GROUPS, header.request_api_version, {"throttle_time": _ZERO, "groups": [
             {"error_code": d.error, "error_message": None, "group_id": d.group_id, "group_state": d.state,
              "protocol_type": d.protocol_type, "protocol_data": d.protocol_data,
-             "authorized_operations": _NO_OPERATIONS,
+             "authorized_operations": self._authorized_operations(d.group_id)
+             if with_operations and d.error is NONE else _NO_OPERATIONS,
              "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                           "client_id": m.client_id, "client_host": m.client_host, "member_metadata": m.metadata,
                           "member_assignment": m.assignment} for m in d.members]}
             for d in described]})
 
     async def delete_groups(self, header: Any, request: Any) -> Any:
+        """Each group once; the refused ones after the others (Kafka's order)."""
+        names = list(dict.fromkeys(request.groups_names))
+        allowed = [g for g in names if self._may(DELETE, g)]
         results: list[tuple[str, ErrorCode]] = await self._per_partition(
-            request.groups_names, lambda groups: lambda c, now: c.delete_groups(groups, now),
-            lambda g, error: (g, error))
+            allowed, lambda groups: lambda c, now: c.delete_groups(groups, now), lambda g, error: (g, error))
+        results += [(g, GROUP_REFUSED) for g in names if g not in allowed]
         return build_response(DELETE_GROUPS, header.request_api_version, {
             "throttle_time": _ZERO, "results": [{"group_id": g, "error_code": e} for g, e in results]})
 
     async def list_groups(self, header: Any, request: Any) -> Any:
-        """The groups of every partition this node leads (clients ask every node)."""
+        """The groups of every partition this node leads (clients ask every node): those the
+        caller may DESCRIBE, or all of them if it may DESCRIBE the cluster."""
         states = getattr(request, "states_filter", ())
         types = getattr(request, "types_filter", ())
         error = NONE
@@ -390,6 +489,8 @@ class GroupApi:
             except CoordinatorError as e:
                 if e.error == ErrorCode.coordinator_load_in_progress:
                     error = e.error
+        if not self.context.allowed(DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            listed = [g for g in listed if self._may(DESCRIBE, g.group_id)]
         return build_response(LIST_GROUPS, header.request_api_version, {
             "throttle_time": _ZERO, "error_code": error, "groups": [
                 {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state,

@@ -37,6 +37,7 @@ from kraft.raft import RaftConfig, RaftCore
 from kraft.raft import messages as m
 from kraft.raft.epochs import EpochHistory
 from kraft.raft.voters import NO_DIRECTORY
+from kraft.security.acl import AclOperation, ResourceType
 from kraft.server.apis.client_api import ClientApi
 from kraft.server.apis.raft_versions import PEER_RPCS, RaftVersions
 from kraft.server.node_metrics import NodeMetrics
@@ -451,6 +452,9 @@ class KraftNode:
             return partition == m.METADATA_PARTITION
         found = self.image.topic(topic)
         return found is not None and 0 <= partition < len(found.partitions)
+
+    def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        return self.authorization.allowed(operation, resource_type, name)
 
     def spawn(self, coroutine: Any) -> asyncio.Task:
         task = asyncio.create_task(coroutine)

@@ -304,4 +304,4 @@ def test_limits_come_from_server_properties_with_kafkas_names():
         "max.connections": "100", "max.connections.per.ip": "7", "queued.max.request.bytes": "-1",
         "connections.max.idle.ms": "1000", "kraft.request.arrival.timeout.ms": "500",
     })
-    assert config.listener_limits == ListenerLimits(100, 7, -1, 1000, 500)
+    assert config.listener_limits("PLAINTEXT") == ListenerLimits(100, 7, -1, 1000, 500)

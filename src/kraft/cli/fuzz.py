@@ -92,7 +92,7 @@ class Service:
     failures: list[str] = field(default_factory=list)
 
 
-def _rss(pid: int) -> int:
+def rss(pid: int) -> int:
     """The process's resident memory in bytes (VmRSS), 0 once it is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -283,7 +283,7 @@ class Fuzzer:
     def _watch_memory(self) -> None:
         pid = self.node.started().pid
         while not self._stop.wait(0.2):
-            self.rss_max = max(self.rss_max, _rss(pid))
+            self.rss_max = max(self.rss_max, rss(pid))
             if not self.node.running:
                 self._died()
 
@@ -329,13 +329,13 @@ def run(directory: Path, inputs: int, seed: int, connections: int) -> int:
     try:
         wait("the node to serve", lambda: check_service(node.client_port, 0) is None, timeout=60)
         fuzzer = Fuzzer(cluster, inputs, seed, connections)
-        rss_start, log_start = _rss(node.started().pid), node.log_path.stat().st_size
+        rss_start, log_start = rss(node.started().pid), node.log_path.stat().st_size
         fuzzer.rss_max = rss_start
         began = time.monotonic()
         fuzzer.run()
         took = time.monotonic() - began
         final = None if fuzzer.died else check_service(node.client_port, fuzzer.service.checks + 1)
-        rss_end, log_end = _rss(node.started().pid), node.log_path.stat().st_size
+        rss_end, log_end = rss(node.started().pid), node.log_path.stat().st_size
         alive = node.running
     finally:
         cluster.stop()

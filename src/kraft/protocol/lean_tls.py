@@ -54,13 +54,21 @@ class LeanTLS(sslproto.SSLProtocol):
         self._ssl_buffer_view = view  # buffer_updated reads what recv_into wrote here
         return view
 
+    def _do_handshake(self) -> None:
+        # A server's handshake begins with the client's hello: before a byte of it came,
+        # asking OpenSSL to go on only makes it allocate its read buffers (24 KB a
+        # connection that never says hello).
+        if self._incoming.pending:  # type: ignore[attr-defined]
+            super()._do_handshake()  # type: ignore[misc]
+
 
 def _reads_through_the_view() -> bool:
     """Whether this Python's SSLProtocol moves what the socket gave it from
     `_ssl_buffer_view` (CPython 3.11+), and sizes its buffer by `max_size` when made."""
     protocol = sslproto.SSLProtocol
     return ("_ssl_buffer_view" in protocol.buffer_updated.__code__.co_names
-            and "max_size" in protocol.__init__.__code__.co_names)
+            and "max_size" in protocol.__init__.__code__.co_names
+            and "_do_handshake" in protocol.buffer_updated.__code__.co_names)
 
 
 LEAN = _reads_through_the_view()

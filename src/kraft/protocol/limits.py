@@ -8,7 +8,10 @@ ever), a stream of bad requests (a log line each, hundreds of megabytes of log).
 """
 
 import asyncio
+import ctypes
+import ctypes.util
 import logging
+import math
 import resource
 from collections import deque
 from collections.abc import Callable
@@ -27,6 +30,9 @@ class ListenerLimits:
     queued_max_request_bytes: int = -1  # queued.max.request.bytes; -1 is no limit
     connections_max_idle_ms: int = 600_000  # connections.max.idle.ms
     request_arrival_timeout_ms: int = 30_000  # kraft.request.arrival.timeout.ms
+    # kraft.max.unauthenticated.connections: on a listener with TLS or SASL, connections
+    # still in their handshake or login; at the limit a new one closes the oldest of them
+    max_unauthenticated_connections: int = 1000
 
 
 KAFKA_DEFAULTS = ListenerLimits()
@@ -121,6 +127,82 @@ class DescriptorBudget:
 
 
 DESCRIPTORS = DescriptorBudget()
+
+
+class FreedMemory:
+    """Gives the memory of closed connections back to the system once closing quiets down.
+
+    A connection's objects are freed as it closes, but glibc's allocator keeps freed heap
+    pages for reuse while anything still lives above them: after 1,000 TLS connections
+    closed, a node held the 24 MB they had used until more connections came. Once at
+    least `batch` connections have closed and none has for `quiet_s`, malloc_trim(0)
+    returns the free pages (a walk of the heap: milliseconds, once per burst). Without
+    glibc it does nothing."""
+
+    def __init__(self, batch: int = 64, quiet_s: float = 1.0) -> None:
+        self.batch = batch
+        self.quiet_s = quiet_s
+        self.closed = 0  # connections closed since the last trim
+        self.trims = 0
+        self._last_close = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._trim: Callable[[int], int] | None | bool = False  # False: not looked up yet
+
+    def connection_closed(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.closed += 1
+        self._last_close = loop.time()
+        if self._timer is None and self.closed >= self.batch:
+            self._timer = loop.call_later(self.quiet_s, self._check)
+
+    def _check(self) -> None:
+        loop = asyncio.get_running_loop()
+        wait = self._last_close + self.quiet_s - loop.time()
+        if wait > 0:
+            self._timer = loop.call_later(wait, self._check)
+            return
+        self._timer = None
+        self.closed = 0
+        trim = self._malloc_trim()
+        if trim is not None:
+            trim(0)
+            self.trims += 1
+
+    def _malloc_trim(self) -> Callable[[int], int] | None:
+        if self._trim is False:
+            try:
+                self._trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+            except (OSError, AttributeError):
+                self._trim = None
+        return self._trim if callable(self._trim) else None
+
+
+FREED_MEMORY = FreedMemory()
+
+
+class BurstLog:
+    """One log line per burst of like events, a burst ending when none came for `quiet_s`:
+    the line of its first event, which also says how many the previous burst had. For what
+    a stranger can repeat at will (oversized frames before a login, floods of connections):
+    a flood is one line, however long it lasts. Runs on the event loop."""
+
+    def __init__(self, logger: logging.Logger, source: str, what: str, quiet_s: float = 10.0) -> None:
+        self._log = logger
+        self._source = source
+        self._what = what
+        self._quiet_s = quiet_s
+        self._last = -math.inf
+        self._count = 0  # events in the current burst
+
+    def event(self, message: str, *args: object) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - self._last >= self._quiet_s:
+            previous = f"; the previous burst had {self._count}" if self._count > 1 else ""
+            self._log.warning("%s: " + message + " (more %s are not logged until none came for %.0f s%s)",
+                              self._source, *args, self._what, self._quiet_s, previous)
+            self._count = 0
+        self._count += 1
+        self._last = now
 
 
 class Throttled:

@@ -22,10 +22,11 @@ class ProtocolError(Exception):
 
 
 class FrameTooLargeError(ProtocolError):
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"frame of {size} bytes exceeds the limit of {limit} bytes (socket.request.max.bytes)")
+    def __init__(self, size: int, limit: int, setting: str = "socket.request.max.bytes") -> None:
+        super().__init__(f"frame of {size} bytes exceeds the limit of {limit} bytes ({setting})")
         self.size = size
         self.limit = limit
+        self.setting = setting
 
 
 class MalformedFrameError(ProtocolError):

@@ -36,6 +36,14 @@ with a throttled line) and, on a SASL listener, the login every connection must 
 (kraft.protocol.sasl_gate). Each connection's Session (listener, client address, principal)
 is set in its task, where its handlers read it. A PLAINTEXT connection does nothing more per
 request than before: one flag is read.
+
+Before a connection has authenticated, a stranger's reach is bounded (issue 25): on a SASL
+listener no frame larger than sasl.server.max.receive.size is read until the login succeeds
+(its size prefix closes the connection, one log line per burst), and a listener with TLS or
+SASL holds at most kraft.max.unauthenticated.connections connections still in their handshake
+or login, the oldest closed to admit a newcomer. TLS connections are read through one buffer
+per thread (kraft.protocol.lean_tls), and once a burst of closes has quieted the process gives
+the freed heap back (FreedMemory).
 """
 
 import asyncio
@@ -58,15 +66,18 @@ from kio.static.primitive import i16
 
 from kraft.protocol.codec import api_name, decode_request, peek_api, request_class, response_class
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from kraft.protocol.lean_tls import accept_tls
 from kraft.protocol.limits import (
     DESCRIPTORS,
+    FREED_MEMORY,
     KAFKA_DEFAULTS,
+    BurstLog,
     ListenerLimits,
     RequestMemory,
     Throttled,
 )
 from kraft.protocol.listener import Connection, IdleConnection
-from kraft.protocol.protocol_errors import ErrorCode, ProtocolError, UnsupportedVersionError
+from kraft.protocol.protocol_errors import ErrorCode, FrameTooLargeError, ProtocolError, UnsupportedVersionError
 from kraft.protocol.regions import Region, Segment, encode_response_segments
 from kraft.protocol.sasl_gate import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslGate, refuse_before_login
 from kraft.protocol.session import PLAINTEXT_LISTENER, SESSION, SSL, ListenerSecurity, Session
@@ -130,6 +141,10 @@ class KafkaServer:
         self._rejections = Throttled(log, name, "connections rejected (max.connections.per.ip)")
         self._saturated = Throttled(log, name, "times accepting stopped at a connection limit")
         self._refused_logins = Throttled(log, name, "connections closed after a refused SASL login")
+        self._oversized = BurstLog(log, name, "frames too large before a login")
+        self._evictions = BurstLog(log, name, "connections closed unauthenticated to admit new ones")
+        # connections still in their TLS handshake or SASL login, oldest first
+        self._unauthenticated: dict[asyncio.Task, None] = {}
         self.register(API_VERSIONS, 0, 4, self._api_versions)
         if security.uses_sasl:
             gate = SaslGate(security)
@@ -280,21 +295,42 @@ class KafkaServer:
                 "(max.connections.per.ip)", ip, self.limits.max_connections_per_ip,
             )
             return
+        if self.security.authenticates and len(self._unauthenticated) >= self.limits.max_unauthenticated_connections:
+            self._close_oldest_unauthenticated(ip)
         DESCRIPTORS.acquire()
         self._per_ip[ip] += 1
         task = asyncio.get_running_loop().create_task(self._serve_socket(sock, ip))
         self._connections.add(task)
+        if self.security.authenticates:
+            self._unauthenticated[task] = None
         task.add_done_callback(lambda done: self._closed(done, sock, ip))
+
+    def _close_oldest_unauthenticated(self, ip: str) -> None:
+        """Makes room for a newcomer at kraft.max.unauthenticated.connections: the oldest
+        connection still in its handshake or login goes (a stranger holding many cannot keep
+        a client that logs in promptly out, nor hold their memory)."""
+        oldest = next(iter(self._unauthenticated))
+        del self._unauthenticated[oldest]
+        oldest.cancel()
+        self._evictions.event(
+            "%d connections have not authenticated (kraft.max.unauthenticated.connections): closing the oldest "
+            "to admit one from %s", self.limits.max_unauthenticated_connections, ip)
+
+    def _authenticated(self, task: asyncio.Task | None) -> None:
+        if task is not None:
+            self._unauthenticated.pop(task, None)
 
     def _closed(self, task: asyncio.Task, sock: socket.socket, ip: str) -> None:
         """Every connection's end, even one whose task was cancelled before it ran."""
         sock.close()  # a no-op once its transport has closed it
         self._connections.discard(task)
+        self._unauthenticated.pop(task, None)
         self._per_ip[ip] -= 1
         if not self._per_ip[ip]:
             del self._per_ip[ip]
         DESCRIPTORS.release()
         self._slot_freed()
+        FREED_MEMORY.connection_closed()
 
     # ---------------------------------------------------------------- serving
 
@@ -313,11 +349,10 @@ class KafkaServer:
             if security.tls is None:
                 await asyncio.get_running_loop().connect_accepted_socket(lambda: connection, sock)
             else:
-                await asyncio.get_running_loop().connect_accepted_socket(
-                    lambda: connection, sock, ssl=security.tls,
-                    ssl_handshake_timeout=self.limits.request_arrival_timeout_ms / 1000)
+                await accept_tls(sock, connection, security.tls, self.limits.request_arrival_timeout_ms / 1000)
                 if security.protocol == SSL:
                     session.principal = _certificate_principal(connection)
+                    self._authenticated(task)
             await self._serve(connection, session)
         except ssl.SSLError as e:
             self._bad_requests.event("TLS handshake with %s failed: %s", ip, e.reason or e)
@@ -327,9 +362,13 @@ class KafkaServer:
             pass  # the server is closing, or the client left mid-request; either way, end quietly
         finally:
             connection.fail(ConnectionError("the server closed the connection"))
+            connection.dispose()
 
     async def _serve(self, connection: Connection, session: Session) -> None:
         header = None
+        if not session.authenticated:  # Kafka's SASL authenticator reads frames under this limit
+            connection.limit_frames(min(self.max_frame_bytes, self.security.max_receive_before_login),
+                                    "sasl.server.max.receive.size")
         try:
             while True:
                 frame = await connection.next_frame()
@@ -351,10 +390,18 @@ class KafkaServer:
                     self._refused_logins.event("closing connection from %s after a refused SASL login (%s)",
                                                connection.peer, session.mechanism)
                     return
+                if session.authenticated and header.request_api_key == SASL_AUTHENTICATE:
+                    connection.limit_frames(self.max_frame_bytes, "socket.request.max.bytes")
+                    self._authenticated(asyncio.current_task())
         except IdleConnection as e:
             log.debug("%s: closing connection from %s: %s", self.name, connection.peer, e)
         except ConnectionError:
             pass
+        except FrameTooLargeError as e:
+            if session.authenticated:
+                self._bad_requests.event("closing connection from %s: %s", connection.peer, e)
+            else:
+                self._oversized.event("closing connection from %s before its login: %s", connection.peer, e)
         except ProtocolError as e:
             self._bad_requests.event("closing connection from %s: %s", connection.peer, e)
         except Exception:

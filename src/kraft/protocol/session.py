@@ -30,10 +30,16 @@ class ListenerSecurity:
     tls: ssl.SSLContext | None = None
     sasl: Mapping[str, Callable[[], SaslServerExchange]] = field(default_factory=dict)
     failed_authentication_delay_s: float = 0.1  # connection.failed.authentication.delay.ms
+    max_receive_before_login: int = 524288  # sasl.server.max.receive.size: the largest frame before a login
 
     @property
     def uses_sasl(self) -> bool:
         return self.protocol in (SASL_PLAINTEXT, SASL_SSL)
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether a connection must first authenticate (a TLS handshake, a SASL login)."""
+        return self.tls is not None or self.uses_sasl
 
 
 PLAINTEXT_LISTENER = ListenerSecurity("listener")

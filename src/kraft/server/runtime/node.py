@@ -273,7 +273,7 @@ class KraftNode:
         if c.is_voter:
             listener = c.controller_listener
             assert listener is not None
-            self.raft_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits,
+            self.raft_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits(listener.name),
                                            name=f"node {self.node_id} controller listener",
                                            security=self._security[listener.name])
             for name in PEER_RPCS:
@@ -282,7 +282,7 @@ class KraftNode:
         self.client_api = ClientApi(self, versions)
         client = c.client_listener
         assert client is not None
-        self.client_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits,
+        self.client_server = KafkaServer(max_frame_bytes=max_frame, limits=c.listener_limits(client.name),
                                          name=f"node {self.node_id} client listener",
                                          security=self._security[client.name])
         self.client_api.register(self.client_server)

@@ -50,7 +50,8 @@ def listener_security(config: ServerConfig, listener: str, image: Callable[[], M
                 assert scram is not None  # config.py refuses mechanisms kraft does not serve
                 mechanisms[name] = partial(ScramServer, scram, partial(_scram_credential, image))
     delay_s = config.connection_failed_authentication_delay_ms / 1000
-    return ListenerSecurity(listener, protocol, tls, mechanisms, delay_s)
+    return ListenerSecurity(listener, protocol, tls, mechanisms, delay_s,
+                            config.security_of(listener).sasl_server_max_receive_size)
 
 
 def _tls_context(config: ServerConfig, listener: str,

@@ -42,6 +42,16 @@ def _choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def _positive(value: str) -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise ValueError(f"{value!r} is not an integer") from None
+    if n < 1:
+        raise ValueError(f"{n} is below the minimum 1")
+    return n
+
+
 def _mechanisms(value: str) -> tuple[str, ...]:
     return tuple(m.strip().upper() for m in value.split(",") if m.strip())
 
@@ -80,6 +90,8 @@ class SecurityKeys:
     sasl_mechanism_controller_protocol: str = _key("sasl.mechanism.controller.protocol", _upper, "GSSAPI")
     connection_failed_authentication_delay_ms: int = _key(
         "connection.failed.authentication.delay.ms", lambda v: max(0, int(v.strip())), 100)
+    # the largest frame a SASL listener reads before a login (Kafka's, since CVE-2022-34917)
+    sasl_server_max_receive_size: int = _key("sasl.server.max.receive.size", _positive, 524288)
     # ACLs (authorization.py): on only with Kafka's KRaft authorizer named, as Kafka's are
     authorizer_class_name: str = _key("authorizer.class.name", _text, "")
     super_users: str = _key("super.users", _text, "")
@@ -91,7 +103,8 @@ class SecurityKeys:
 # ssl.* and sasl.enabled.mechanisms), by Kafka name: key -> its parser.
 PER_LISTENER: dict[str, Callable[[str], Any]] = {
     f.metadata["key"]: f.metadata["parse"] for f in fields(SecurityKeys)
-    if f.metadata["key"].startswith("ssl.") or f.metadata["key"] == "sasl.enabled.mechanisms"
+    if f.metadata["key"].startswith("ssl.")
+    or f.metadata["key"] in ("sasl.enabled.mechanisms", "sasl.server.max.receive.size")
 }
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 

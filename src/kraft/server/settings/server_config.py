@@ -38,6 +38,10 @@ class Endpoint:
         return f"{self.host}:{self.port}"
 
 
+# max.connections on a listener with TLS or SASL when not given: an idle TLS connection costs
+# a node about 31 KB (docs/decisions/0025-listener-limits-and-fuzz.md), so 10,000 of them 310 MB
+TLS_MAX_CONNECTIONS = 10_000
+
 @dataclass(frozen=True)
 class Listener:
     name: str
@@ -215,12 +219,17 @@ class ServerConfig(sec.SecurityKeys):
     # Kafka's default is -1 (no limit): one request of socket.request.max.bytes beyond the
     # rest; the most a listener reserves is this plus one largest request (non-strict pool).
     queued_max_request_bytes: int = _key("queued.max.request.bytes", _int(-1), 100 * 1024 * 1024)
-    max_connections: int = _key("max.connections", _int(1), INT32_MAX)  # kept below what the descriptor limit allows
+    # Kafka's default, no limit, holds on PLAINTEXT listeners; on one with TLS or SASL the
+    # default is TLS_MAX_CONNECTIONS (kept below what the descriptor limit allows either way)
+    max_connections: int = _key("max.connections", _int(1), INT32_MAX)
     max_connections_per_ip: int = _key("max.connections.per.ip", _int(1), INT32_MAX)
     connections_max_idle_ms: int = _key("connections.max.idle.ms", _int(1), 600_000)
     # A request whose bytes do not all arrive within this of its first byte is dropped with
     # its connection (Kafka has no such limit; 30 s is its clients' request.timeout.ms).
     kraft_request_arrival_timeout_ms: int = _key("kraft.request.arrival.timeout.ms", _int(1), 30_000)
+    # Connections in their TLS handshake or SASL login a listener holds; at the limit a new
+    # one closes the oldest of them (Kafka has no such limit)
+    kraft_max_unauthenticated_connections: int = _key("kraft.max.unauthenticated.connections", _int(1), 1000)
     # a NoOpRecord when idle this long; 0: never
     metadata_max_idle_interval_ms: int = _key("metadata.max.idle.interval.ms", _int(0), 500)
     # KIP-630's fencing events instead of Kafka's partition changes, for a log bootstrapped here
@@ -262,16 +271,19 @@ class ServerConfig(sec.SecurityKeys):
     def is_broker(self) -> bool:
         return "broker" in self.process_roles
 
-    @property
-    def listener_limits(self) -> ListenerLimits:
-        """The limits both listeners keep (each its own, as a combined Kafka node's broker
-        and controller socket servers each have theirs)."""
+    def listener_limits(self, listener: str) -> ListenerLimits:
+        """The limits `listener` keeps (each listener its own, as a combined Kafka node's
+        broker and controller socket servers each have theirs). max.connections left at
+        Kafka's default (no limit) is TLS_MAX_CONNECTIONS on a listener with TLS or SASL."""
+        secured = self.protocol_of(listener) != "PLAINTEXT"
         return ListenerLimits(
-            max_connections=self.max_connections,
+            max_connections=TLS_MAX_CONNECTIONS if secured and self.max_connections == INT32_MAX
+            else self.max_connections,
             max_connections_per_ip=self.max_connections_per_ip,
             queued_max_request_bytes=self.queued_max_request_bytes,
             connections_max_idle_ms=self.connections_max_idle_ms,
             request_arrival_timeout_ms=self.kraft_request_arrival_timeout_ms,
+            max_unauthenticated_connections=self.kraft_max_unauthenticated_connections,
         )
 
     @property

@@ -3,16 +3,12 @@
 A node replicates `__cluster_metadata-0` (the QuorumController its state machine) and the
 `__consumer_offsets` partitions (a GroupCoordinator each). Each is a RaftCore of its own,
 over a FileLog, a FileQuorumStateStore and a FileSnapshotStore in its own directory, and
-each is driven the same way, by one PartitionDriver: every event (a request, a response,
-a finished fsync, a timer) becomes one `step`, after which the driver sends what the
-core's outbox holds (through the node's shared peer connections), starts an fsync in a
-worker thread if the log has unflushed appends (group commit: appends go on while it
-runs), polls the state machine, starts its snapshot job in a worker thread if one is due,
-and re-arms the timer for the earlier of the core's and the state machine's deadlines.
-
-The timer is one loop.call_at handle, re-armed after a step only when the next deadline
-comes earlier than the one armed (a step is often a single request's worth of work, tens
-of thousands a second under load; the timer must cost nothing per step).
+each is driven the same way: by the step loop every driver of a core shares
+(kraft.raft.driver, which the simulator runs too), through a PartitionDriver, the node's
+IO for it. Every event (a request, a response, a finished fsync, a timer) becomes one
+step; what the loop then asks for is done here: requests go out through the node's shared
+peer connections, answers to the parked futures of the controller listener, an fsync and
+a snapshot job each in a worker thread, the timer on asyncio's loop.
 
 What a driver needs of its node is a `DriverHost`: whether it still runs, the peers (and
 the batcher its FetchSnapshot requests go through, so that partitions downloading from one
@@ -32,10 +28,12 @@ from kraft.groups import GroupRecordError
 from kraft.metadata import ReplayError
 from kraft.raft import InvariantViolation, RaftCore, Reply, Send
 from kraft.raft import messages as m
+from kraft.raft.driver import Driver, StateMachine
 from kraft.server.node_metrics import NodeMetrics
 from kraft.server.runtime.fetch_snapshot_batch import FetchSnapshotBatcher
 from kraft.server.runtime.peers import Peers
-from kraft.storage import CorruptLogError, CorruptSnapshotError, FileLog, SnapshotWriter
+from kraft.statemachine.snapshot_jobs import SnapshotJob
+from kraft.storage import CorruptLogError, CorruptSnapshotError, FileLog
 
 log = logging.getLogger("kraft.server")
 T = TypeVar("T")
@@ -64,34 +62,6 @@ def logging_as(partition: m.LogPartition) -> Iterator[None]:
         LOG_PARTITION.reset(token)
 
 
-class SnapshotJob(Protocol):
-    """A state machine's snapshot being written: `run` on a worker thread."""
-
-    writer: SnapshotWriter
-    reason: str
-
-    def run(self) -> None: ...
-
-
-class StateMachine(Protocol):
-    """What the driver calls on a partition's state machine (the QuorumController, a
-    GroupCoordinator) besides the Raft listener calls the core makes."""
-
-    def poll(self, now: int) -> None:
-        """Its own timeouts; called after every step."""
-        ...
-
-    def next_deadline(self, now: int) -> int | None:
-        """When `poll` next has something to do (None: nothing planned)."""
-        ...
-
-    def start_snapshot(self, now: int) -> Any:
-        """A SnapshotJob if one is due, else None."""
-        ...
-
-    def finish_snapshot(self, job: Any, error: BaseException | None = None) -> None: ...
-
-
 class DriverHost(Protocol):
     """What a driver needs of its node."""
 
@@ -112,69 +82,64 @@ class DriverHost(Protocol):
 
 
 class PartitionDriver:
-    def __init__(self, host: DriverHost, core: RaftCore, log_: FileLog, machine: StateMachine) -> None:
+    """The node's adapter over the step loop (kraft.raft.driver): its transport is the peer
+    connections and the parked answers of the controller listener, its clock asyncio's, its
+    disk the FileLog fsynced and snapshots written in worker threads; a fatal error stops
+    the node."""
+
+    def __init__(self, host: DriverHost, core: RaftCore, log_: FileLog, machine: StateMachine[SnapshotJob]) -> None:
         self.host = host
-        self.core = core
         self.log = log_
-        self.machine = machine
         self.partition: m.LogPartition = core.config.partition
-        self.step_listeners: list[Callable[[RaftCore], None]] = []
+        self.loop: Driver[SnapshotJob] = Driver(core, machine, self)
         self.timed: Callable[[RaftCore, float], None] | None = None  # the step's duration, for metrics
         self._replies: dict[int, asyncio.Future] = {}
         self._next_handle = 0
-        self._flushing = False
         self._flush_task: asyncio.Task | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._timer_due = 0.0  # loop time the armed timer fires at
+
+    @property
+    def core(self) -> RaftCore:
+        return self.loop.core
+
+    @property
+    def step_listeners(self) -> list[Callable[[RaftCore], None]]:
+        return self.loop.step_listeners
 
     @property
     def running(self) -> bool:
         return not self.host.stopping and self.host.failure is None
 
-    def step(self, action: Callable[[RaftCore, int], T]) -> T | None:
-        """One event into the core, then what it asks for; returns the action's result, or
-        None if the node no longer steps. A fatal error (see FATAL) stops the node before
-        anything else is sent; any other error is the action's own answer to its caller (a
-        refused controller or coordinator operation) and leaves the core as it was."""
-        if not self.running:
-            return None
-        core = self.core
-        started = time.perf_counter()
-        with logging_as(self.partition):
-            try:
-                result = action(core, self.host.now())
-            except FATAL as e:
-                self.host.fail(e)
-                return None
-            try:
-                self._after_step(core)
-            except FATAL as e:
-                self.host.fail(e)
-        if self.timed is not None:
-            self.timed(core, time.perf_counter() - started)
-        return result
+    def now(self) -> int:
+        return self.host.now()
 
-    def _after_step(self, core: RaftCore) -> None:
-        for message in core.poll_outbox():
-            if isinstance(message, Send):
-                self._send(message)
-            else:
-                self._reply(message)
-        if core.wants_flush and not self._flushing:
-            self._flushing = True
-            self._flush_task = asyncio.create_task(self._flush())
-        now = self.host.now()
-        self.machine.poll(now)
-        job = self.machine.start_snapshot(now)
-        if job is not None:
-            self.host.spawn(self._snapshot(job))
-        for listener in self.step_listeners:
-            listener(core)
-        self._arm_timer(core)
+    def step(self, action: Callable[[RaftCore, int], T]) -> T | None:
+        """One event into the core, then what it asks for (kraft.raft.driver); returns the
+        action's result, or None if the node no longer steps or the step failed it. A fatal
+        error (see FATAL) stops the node before anything else is sent; any other error is
+        the action's own answer to its caller (a refused controller or coordinator
+        operation) and leaves the core as it was."""
+        return self.loop.step(action)
+
+    @contextmanager
+    def stepping(self) -> Iterator[None]:
+        started = time.perf_counter()
+        token = LOG_PARTITION.set(str(self.partition))
+        try:
+            yield
+        except FATAL as e:
+            self.host.fail(e)
+        finally:
+            LOG_PARTITION.reset(token)
+        if self.timed is not None:
+            self.timed(self.core, time.perf_counter() - started)
+
+    def start(self) -> None:
+        self.loop.start()
 
     # ---------------------------------------------------------------- messages
 
-    def _send(self, send: Send) -> None:
+    def send(self, send: Send) -> None:
         request_id = send.request_id
         extra = 0
         if isinstance(send.request, m.FetchRequest):
@@ -198,7 +163,7 @@ class PartitionDriver:
             extra,
         )
 
-    def _reply(self, reply: Reply) -> None:
+    def reply(self, reply: Reply) -> None:
         future = self._replies.pop(reply.handle, None)
         if future is None or future.done():
             return
@@ -233,68 +198,51 @@ class PartitionDriver:
 
     # ---------------------------------------------------------------- time
 
-    def start(self) -> None:
-        self.step(lambda core, now: core.tick(now))
-
-    def _deadline(self, core: RaftCore, now: int) -> int:
-        machine = self.machine.next_deadline(now)
-        return core.next_deadline() if machine is None else min(core.next_deadline(), machine)
-
-    def _arm_timer(self, core: RaftCore) -> None:
-        """Makes sure a tick comes by the next deadline (and at least once a second)."""
-        loop = asyncio.get_running_loop()
-        now = self.host.now()
-        due = loop.time() + min(max(0.0, (self._deadline(core, now) - now) / 1000), 1.0)
-        if self._timer is not None and self._timer_due <= due:
-            return  # an earlier tick is armed; it looks again when it fires
+    def call_at(self, deadline: int, callback: Callable[[], None]) -> int:
+        """asyncio's timer, at most a second ahead: `now` is the wall clock and the loop's
+        is monotonic, so a far deadline is looked at again rather than trusted."""
         if self._timer is not None:
             self._timer.cancel()
-        self._timer_due = due
-        self._timer = loop.call_at(due, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        if not self.running:
-            return
         now = self.host.now()
-        if self._deadline(self.core, now) <= now:
-            self.step(lambda c, now: c.tick(now))
-        else:
-            self._arm_timer(self.core)  # woke early (the 1 s cap, or the clocks disagree by a little)
+        delay = min(max(0, deadline - now), 1000)
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(loop.time() + delay / 1000, callback)
+        return now + delay
 
     # ---------------------------------------------------------------- the disk
 
-    async def _flush(self) -> None:
+    def flush(self, done: Callable[[], None]) -> None:
+        self._flush_task = asyncio.create_task(self._flush(done))
+
+    async def _flush(self, done: Callable[[], None]) -> None:
         """Group commit: one fsync, in a worker thread, for every append made before it began."""
         try:
-            while self.core.wants_flush and self.running:
-                try:
-                    await asyncio.to_thread(self.log.flush)
-                except FATAL as e:
-                    self.host.fail(e)
-                    return
-                self.step(lambda core, now: core.handle_flush(now))
-        finally:
-            self._flushing = False
+            await asyncio.to_thread(self.log.flush)
+        except FATAL as e:
+            self.host.fail(e)
+            return
+        done()
 
-    async def _snapshot(self, job: SnapshotJob) -> None:
+    def write_snapshot(self, job: SnapshotJob, done: Callable[[BaseException | None], None]) -> None:
+        self.host.spawn(self._snapshot(job, done))
+
+    async def _snapshot(self, job: SnapshotJob, done: Callable[[BaseException | None], None]) -> None:
         started = time.monotonic()
         try:
             await asyncio.to_thread(job.run)
         except FATAL as e:  # the snapshot's file could not be written: the disk is failing
-            self.machine.finish_snapshot(job, e)
+            done(e)
             self.host.fail(e)
             return
         except Exception as e:  # any other failure is logged and the snapshot retried later
-            self.machine.finish_snapshot(job, e)
+            done(e)
             return
-        self.machine.finish_snapshot(job)
         log.info(
             "node %d wrote snapshot %d-%d of %s in %.0f ms (%s)",
             self.host.node_id, job.writer.snapshot_id.end_offset, job.writer.snapshot_id.epoch, self.partition,
             (time.monotonic() - started) * 1000, job.reason,
         )
-        self.step(lambda core, now: core.tick(now))
+        done(None)
 
     async def stop(self) -> None:
         """After the node stopped stepping: no timer, no fsync under way, the log closed

@@ -34,6 +34,16 @@ def commit_all(node):
             node.request(m.fetch_request("c", voter, node.core.epoch, node.log.end_offset, node.core.epoch, 0, 0, 1 << 20))
 
 
+def snapshot_now(qc, now):
+    """Starts, writes and finishes a snapshot in one go, if one is due (a node's step loop
+    writes it on a worker thread between steps)."""
+    job = qc.start_snapshot(now)
+    if job is not None:
+        job.run()
+        qc.finish_snapshot(job)
+    return job
+
+
 def register(qc, node, broker=1):
     return qc.submit(lambda im: ctl.register_broker(im, broker, incarnation_id=bytes(16), broker_epoch=qc.next_offset()), node.now)
 
@@ -95,7 +105,7 @@ def test_snapshots_are_written_by_policy_and_loaded_at_boot():
     for b in (1, 2, 3):
         register(qc, node, b)
         commit_all(node)
-    job = qc.snapshot_now(node.now)
+    job = snapshot_now(qc, node.now)
     assert job is not None and node.snapshots.latest().end_offset == qc.cache.image.end_offset
     assert qc.cache.changed_ratio == 0.0
     digest = qc.cache.image.digest()
@@ -111,7 +121,7 @@ def test_a_server_keeps_a_loaded_image_out_of_the_collectors_walks(freeze):
     commit_all(node)
     register(qc, node, 1)
     commit_all(node)
-    assert qc.snapshot_now(node.now) is not None
+    assert snapshot_now(qc, node.now) is not None
     fresh = QuorumController(freeze_loaded_images=freeze)
     node.listener = fresh
     gc.unfreeze()
@@ -302,5 +312,5 @@ def test_a_failed_snapshot_is_retried_after_a_delay_not_on_every_step():
     node.advance(4_999)
     assert qc.start_snapshot(node.now) is None, "still backing off"
     node.advance(1)
-    retry = qc.snapshot_now(node.now)
+    retry = snapshot_now(qc, node.now)
     assert retry is not None and node.snapshots.latest().end_offset == qc.cache.image.end_offset

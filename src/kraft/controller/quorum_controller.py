@@ -259,15 +259,3 @@ class QuorumController:
     def finish_snapshot(self, job: SnapshotJob, error: BaseException | None = None) -> None:
         if self.snapshots.finish(job, error):
             self.cache.snapshot_written(job.image)
-
-    def snapshot_now(self, now: int) -> Any:
-        """start, run and finish in one go (the simulator; small images)."""
-        job = self.start_snapshot(now)
-        if job is not None:
-            try:
-                job.run()
-            except BaseException as e:
-                self.finish_snapshot(job, e)
-                raise
-            self.finish_snapshot(job)
-        return job

@@ -16,9 +16,10 @@ the state machine's own append). After each step, in this order:
    tens of thousands a second: the timer must cost nothing per step); when it fires early
    it arms again, when due it ticks the core.
 
-This module holds that order once. A node (server/runtime/partition_driver.py) is an
-adapter over it: a `DriverIO`, the world the loop acts in (a transport, a clock, a disk
-that fsyncs and writes snapshots, and what a failed step does).
+This module holds that order once. A node (server/runtime/partition_driver.py) and the
+simulator's node (sim/simulated_node.py) are adapters over it: each is a `DriverIO`, the
+world the loop acts in (a transport, a clock, a disk that fsyncs and writes snapshots, and
+what a failed step does), so the simulator's seeds run the order a node runs.
 """
 
 from collections.abc import Callable

@@ -1,10 +1,12 @@
 """A simulated node: a RaftCore on a MemoryLog and MemorySnapshotStore, driven by the
 simulator's clock and network.
 
-It does what the real server does, in virtual time: hands the core every request and
-response, sends what the core's outbox holds, ticks it at its next deadline, flushes the
-log when asked (with a disk that takes time), and lets its state machine snapshot when the
-policy says so. What it replicates is the workload's (see workloads.py).
+It runs the step loop a real node runs (kraft.raft.driver), in virtual time: the node is
+that loop's IO, as server/runtime/partition_driver.py is a real node's. Requests and
+replies go through the cluster's faulty network, the timer is an event on the run's clock,
+an fsync and a snapshot job each take a few virtual milliseconds (commits go on
+meanwhile, as on a node's worker threads). What it replicates is the workload's (see
+workloads.py).
 
 A kill drops the core and what was not durable: by default every unflushed batch, or, as
 a storage fault says, all but a prefix of them, with the next one torn; bit rot may then
@@ -13,14 +15,17 @@ does: a torn tail is cut, and damaged flushed data makes the node refuse to star
 stays down; `refused` says why). Losing the disk starts from nothing.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from random import Random
 from typing import Protocol
 
 from kraft.raft import CommittedBatch, InvariantViolation, LeaderAndEpoch, RaftConfig, RaftCore, Reply, Send
+from kraft.raft.driver import Driver, StateMachine
 from kraft.raft.voters import VoterSet, write_bootstrap
 from kraft.sim.network import Clock
 from kraft.sim.run_history import History, Violation
+from kraft.statemachine.snapshot_jobs import SnapshotJob
 from kraft.storage import (
     CorruptLogError,
     MemoryLog,
@@ -30,8 +35,8 @@ from kraft.storage import (
 )
 
 
-class Machine(Protocol):
-    """A node's state machine: the core's listener, rebuilt at every start."""
+class Machine(StateMachine[SnapshotJob], Protocol):
+    """A node's state machine: the core's listener and the loop's, rebuilt at every start."""
 
     core: RaftCore | None
 
@@ -45,12 +50,9 @@ class Machine(Protocol):
 
 
 class NodeWorkload(Protocol):
-    """What a node needs of the workload: its state machine, and what that does on its own."""
+    """What a node needs of the workload: its state machine."""
 
     def machine(self, node: "SimNode") -> Machine: ...
-
-    def after_step(self, node: "SimNode", core: RaftCore, now: int) -> None:
-        """What the state machine does on its own after a core step (snapshots, NoOps)."""
 
 
 class Transport(Protocol):
@@ -91,12 +93,12 @@ class SimNode:
         self.history = history
         self.core_factory = core_factory
         self.core: RaftCore | None = None
+        self.loop: Driver[SnapshotJob] | None = None  # the core's step loop, while the node runs
         self.incarnation = 0
         self.disks = 0
         self.refused: str | None = None  # why the last start was refused (damaged flushed data)
         self.damaged_at: int | None = None  # the batch bit rot hit on this disk, if any
         self._tick_version = 0
-        self._flushing = False
         self._new_disk()
         if start:
             self.start()
@@ -137,13 +139,13 @@ class SimNode:
             self.config, self.log, self.store, rng, self.clock.now, self.machine, self.snapshots
         )
         self.machine.core = self.core  # the metadata machine submits through it
-        self.after_step()
+        self.loop = Driver(self.core, self.machine, self)
+        self.loop.start()
 
     def kill(self, kept_batches: int = 0, torn_bytes: int = 0) -> None:
         """kill -9 and a power cut: the core is gone, so is what was not yet durable (all
         of the unflushed batches but the first `kept_batches`, and `torn_bytes` of the next)."""
-        self.core = None
-        self._flushing = False
+        self.core = self.loop = None
         self._tick_version += 1
         self.log.simulate_crash(kept_batches, torn_bytes)
         self.snapshots.simulate_crash()
@@ -162,45 +164,72 @@ class SimNode:
     # ---------------------------------------------------------------- stepping
 
     def step(self, action: Callable[[RaftCore, int], None]) -> None:
-        if self.core is None:
-            return
-        try:
-            action(self.core, self.clock.now)
-        except InvariantViolation as e:
-            raise Violation("core", f"node {self.node_id} stopped: {e}") from None
-        self.after_step()
-
-    def after_step(self) -> None:
-        """Snapshots if due, sends the outbox, starts a flush if wanted, schedules the next tick."""
-        core = self.core
-        if core is None:
-            return
-        self.workload.after_step(self, core, self.clock.now)
-        for message in core.poll_outbox():
-            if isinstance(message, Send):
-                self.transport.deliver_request(self, message)
-            else:
-                self.transport.deliver_reply(self, message)
-        if core.wants_flush and not self._flushing:
-            self._flushing = True
-            token = self.log.begin_flush()
-            incarnation = self.incarnation
-            self.clock.at(self.clock.now + self.rng.randint(0, 4), lambda: self._flushed(token, incarnation))
-        self._tick_version += 1
-        version = self._tick_version
-        self.clock.at(core.next_deadline(), lambda: self._tick(version))
-
-    def _flushed(self, token: tuple[int, int], incarnation: int) -> None:
-        if incarnation != self.incarnation or self.core is None:
-            return
-        self._flushing = False
-        self.log.complete_flush(token)
-        self.step(lambda core, now: core.handle_flush(now))
-
-    def _tick(self, version: int) -> None:
-        if version == self._tick_version:
-            self.step(lambda core, now: core.tick(now))
+        if self.loop is not None:
+            self.loop.step(action)
 
     def receive_reply(self, reply: Reply, request_id: int, incarnation: int) -> None:
         if incarnation == self.incarnation:
             self.step(lambda core, now: core.handle_response(request_id, reply.response, now))
+
+    # ---------------------------------------------------------------- the loop's IO (DriverIO)
+
+    @property
+    def running(self) -> bool:
+        return self.core is not None
+
+    def now(self) -> int:
+        return self.clock.now
+
+    @contextmanager
+    def stepping(self) -> Iterator[None]:
+        try:
+            yield
+        except InvariantViolation as e:
+            raise Violation("core", f"node {self.node_id} stopped: {e}") from None
+
+    def send(self, send: Send) -> None:
+        self.transport.deliver_request(self, send)
+
+    def reply(self, reply: Reply) -> None:
+        self.transport.deliver_reply(self, reply)
+
+    def _later(self, delay: int, action: Callable[[], None]) -> None:
+        """`action` after `delay` ms, unless the node was killed meanwhile."""
+        incarnation = self.incarnation
+
+        def run() -> None:
+            if incarnation == self.incarnation and self.core is not None:
+                action()
+
+        self.clock.at(self.clock.now + delay, run)
+
+    def flush(self, done: Callable[[], None]) -> None:
+        """A disk whose fsync takes 0-4 ms and covers what was appended when it began."""
+        token = self.log.begin_flush()
+
+        def flushed() -> None:
+            self.log.complete_flush(token)
+            done()
+
+        self._later(self.rng.randint(0, 4), flushed)
+
+    def write_snapshot(self, job: SnapshotJob, done: Callable[[BaseException | None], None]) -> None:
+        """Written 0-4 ms later, as a worker thread would, while the core steps on."""
+
+        def write() -> None:
+            job.run()
+            self.history.stats.snapshots += 1
+            done(None)
+
+        self._later(self.rng.randint(0, 4), write)
+
+    def call_at(self, deadline: int, callback: Callable[[], None]) -> int:
+        self._tick_version += 1
+        version = self._tick_version
+
+        def fire() -> None:
+            if version == self._tick_version:
+                callback()
+
+        self.clock.at(deadline, fire)
+        return deadline

@@ -8,8 +8,9 @@
   image at an offset must have the same digest, and equal a replay of every committed
   record from offset 0 (so snapshot plus replay equals full replay).
 
-Both snapshot through SnapshotPolicy, with small thresholds, so catching up by snapshot
-happens in every run. The machines report what they see to the run's History; what they
+Both snapshot as the node's state machines do (a Snapshotter and its SnapshotPolicy,
+started by the step loop), with small thresholds, so catching up by snapshot happens in
+every run. The machines report what they see to the run's History; what they
 alone can tell is wrong (a snapshot holding another offset's state, a refused operation
 that appended records) goes there too, for the state-matches-commits invariant.
 """
@@ -31,6 +32,7 @@ from kraft.sim.cluster import Cluster
 from kraft.sim.params import SimParams
 from kraft.sim.run_history import History
 from kraft.sim.simulated_node import NodeWorkload, SimNode
+from kraft.statemachine.snapshot_jobs import SnapshotJob, Snapshotter
 from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import SnapshotReader
 
@@ -71,6 +73,26 @@ def _running(cluster: Cluster) -> list[SimNode]:
 _STATE = struct.Struct(">qq32s")  # count, applied offset, digest
 
 
+@dataclass(frozen=True)
+class CounterImage:
+    """The counter's state at one offset, as a snapshot job writes it."""
+
+    count: int
+    applied: int
+    digest: bytes
+
+    @property
+    def offset(self) -> int:
+        return self.applied - 1
+
+    @property
+    def end_offset(self) -> int:
+        return self.applied
+
+    def records(self) -> list[tuple[bytes | None, bytes]]:
+        return [(None, _STATE.pack(self.count, self.applied, self.digest))]
+
+
 @dataclass
 class CounterMachine:
     node: SimNode
@@ -80,6 +102,9 @@ class CounterMachine:
     digest: bytes = bytes(32)
     seen: dict[int, bytes | None] = field(default_factory=dict)
     core: RaftCore | None = None
+
+    def __post_init__(self) -> None:
+        self.snapshots = Snapshotter(self.policy, f"node {self.node.node_id}")
 
     def handle_commit(self, batch: CommittedBatch) -> None:
         self.applied = batch.last_offset + 1
@@ -108,6 +133,19 @@ class CounterMachine:
                 f"node {self.node.node_id}: snapshot {reader.snapshot_id} holds the state at {self.applied}")
         self.policy.reset()
 
+    def poll(self, now: int) -> None:
+        pass  # the counter does nothing on its own
+
+    def next_deadline(self, now: int) -> int | None:
+        return None
+
+    def start_snapshot(self, now: int) -> SnapshotJob | None:
+        image = CounterImage(self.count, self.applied, self.digest)
+        return self.snapshots.start(self.core, image, image.records, changed_ratio=1.0, last_commit_time=now, now=now)
+
+    def finish_snapshot(self, job: SnapshotJob, error: BaseException | None = None) -> None:
+        self.snapshots.finish(job, error)
+
 
 class CounterWorkload:
     def __init__(self, snapshot_every_bytes: int) -> None:
@@ -115,21 +153,6 @@ class CounterWorkload:
 
     def machine(self, node: SimNode) -> CounterMachine:
         return CounterMachine(node, SnapshotPolicy(self.snapshot_every_bytes, 0.0, 0))
-
-    def after_step(self, node: SimNode, core: RaftCore, now: int) -> None:
-        machine = node.machine
-        assert isinstance(machine, CounterMachine)
-        end = machine.applied
-        latest = node.snapshots.latest()
-        if machine.policy.due(now, 1.0) is None or end == 0 or (latest and latest.end_offset >= end):
-            return
-        if end < node.log.start_offset or core.high_watermark is None or end > core.high_watermark:
-            return
-        writer = core.create_snapshot(core.snapshot_id_at(end), now)
-        writer.append([(None, _STATE.pack(machine.count, machine.applied, machine.digest))])
-        writer.freeze()
-        machine.policy.reset()
-        node.history.stats.snapshots += 1
 
     def client_step(self, cluster: Cluster, history: History, rng: Random) -> None:
         leaders = cluster.leaders()
@@ -155,11 +178,20 @@ class CounterWorkload:
 
 
 class MetadataMachine(QuorumController):
-    """The real state machine, reporting what the simulation checks."""
+    """The real state machine, reporting what the simulation checks; quiet (no bootstrap
+    records, no NoOps) from `quiet_from_ms`, so the run's end sees a log at rest."""
 
-    def __init__(self, node: SimNode, policy: SnapshotPolicy) -> None:
+    def __init__(self, node: SimNode, policy: SnapshotPolicy, quiet_from_ms: int) -> None:
         super().__init__(policy)
         self.node = node
+        self.quiet_from_ms = quiet_from_ms
+
+    def poll(self, now: int) -> None:
+        if now < self.quiet_from_ms:
+            super().poll(now)
+
+    def next_deadline(self, now: int) -> int | None:
+        return super().next_deadline(now) if now < self.quiet_from_ms else None
 
     @property
     def applied(self) -> int:
@@ -198,15 +230,7 @@ class MetadataWorkload:
         self.committed_ops = 0
 
     def machine(self, node: SimNode) -> MetadataMachine:
-        return MetadataMachine(node, SnapshotPolicy(self.snapshot_every_bytes, 0.0, 0))
-
-    def after_step(self, node: SimNode, core: RaftCore, now: int) -> None:
-        machine = node.machine
-        assert isinstance(machine, MetadataMachine)
-        if now < self.quiet_from_ms:
-            machine.poll(now)  # bootstrap records, NoOps while idle: Kafka's controller writes both
-        if machine.snapshot_now(now) is not None:
-            node.history.stats.snapshots += 1
+        return MetadataMachine(node, SnapshotPolicy(self.snapshot_every_bytes, 0.0, 0), self.quiet_from_ms)
 
     def _operation(self, rng: Random, image: MetadataImage, broker_epoch: int) -> Any:
         kind = rng.choice(["register", "register", "unfence", "fence", "create", "create", "delete", "config", "pids"])

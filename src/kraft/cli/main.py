@@ -153,7 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="skip a directory already formatted for this cluster and node, rather than fail")
     storage.add_argument("--add-scram", "-S", action="append", metavar="SCRAM_CREDENTIAL",
                          help="a SCRAM credential for the new log, as Kafka's: "
-                              "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable)")
+                              "'SCRAM-SHA-256=[name=alice,password=alice-secret]' (repeatable); "
+                              "password-file=PATH takes the password from a file's first line, "
+                              "password-file=- from a line of standard input")
     # Mutually exclusive, as Kafka's; checked by the command, which says so in one line.
     storage.add_argument("--standalone", "-s", action="store_true",
                          help="format this controller as the only voter of a new dynamic quorum (KIP-853)")

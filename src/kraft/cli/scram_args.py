@@ -6,10 +6,17 @@
 name, and password or saltedpassword (with salt, both base64); iterations 4096 by default,
 from 4096 to 16384; a value may be double-quoted. The result is a UserScramCredentialRecord:
 the password is salted here and goes no further. Kafka's messages.
+
+kraft also takes `password-file=PATH` (its first line) and `password-file=-` (a line of
+standard input, one per such argument, in order), so that a password need not be in the
+command line, which every user of the machine can read in its process list.
 """
 
 import base64
 import binascii
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 from kraft.metadata.records import UserScramCredentialRecord
 from kraft.security.scram import (
@@ -34,7 +41,23 @@ def _base64(value: str, what: str) -> bytes:
         raise ScramArgumentError(f"Failed to decode given {what}: {value}") from None
 
 
-def parse_add_scram(argument: str) -> UserScramCredentialRecord:
+def _password_from(source: str, read_stdin: Callable[[], str] | None) -> str:
+    """The password in the first line of file `source`, or of standard input for "-"."""
+    if source == "-":
+        line, where = (read_stdin or sys.stdin.readline)(), "standard input"
+    else:
+        try:
+            with Path(source).open(encoding="utf-8") as file:
+                line, where = file.readline(), source
+        except (OSError, UnicodeDecodeError) as e:
+            raise ScramArgumentError(f"Cannot read the password-file {source}: {e}") from None
+    password = line.rstrip("\r\n")
+    if not password:
+        raise ScramArgumentError(f"No password in the first line of {where} (password-file)")
+    return password
+
+
+def parse_add_scram(argument: str, read_stdin: Callable[[], str] | None = None) -> UserScramCredentialRecord:
     text = argument.strip()
     mechanism_name, eq, config = text.partition("=")
     if not eq:
@@ -65,7 +88,12 @@ def parse_add_scram(argument: str) -> UserScramCredentialRecord:
     except ValueError:
         raise ScramArgumentError(f"Failed to parse iterations count: {iterations_text}") from None
     password = components.pop("password", None)
+    password_file = components.pop("password-file", None)
     salted_text = components.pop("saltedpassword", None)
+    if sum(given is not None for given in (password, password_file, salted_text)) > 1:
+        raise ScramArgumentError("Supply only one of 'password', 'password-file' or 'saltedpassword' to add-scram")
+    if password_file is not None:
+        password = _password_from(password_file, read_stdin)
     if password is None and salted_text is None:
         raise ScramArgumentError("You must supply one of 'password' or 'saltedpassword' to add-scram")
     if password is None and salt_text is None:

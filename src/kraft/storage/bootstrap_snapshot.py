@@ -61,7 +61,7 @@ def write_bootstrap_snapshot(log_dir: Path, voters: Sequence[Voter], timestamp_m
     `__consumer_offsets` partition starts from the same first voters)."""
     path = bootstrap_snapshot_path(log_dir, partition_dir)
     if not path.parent.is_dir():
-        path.parent.mkdir(parents=True)
+        fsutil.make_dirs(path.parent)
         fsutil.fsync_dir(path.parent.parent)
     fsutil.atomic_write(path, bootstrap_snapshot_bytes(voters, timestamp_ms))
     return path

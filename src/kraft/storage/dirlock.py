@@ -24,6 +24,8 @@ import os
 import struct
 from pathlib import Path
 
+from kraft.storage.fsutil import PRIVATE_FILE, make_dirs
+
 LOCK_FILE = ".lock"
 
 # struct flock on Linux (x86_64 and aarch64): l_type, l_whence, l_start, l_len, l_pid.
@@ -68,8 +70,8 @@ class DirectoryLock:
         return self._fd >= 0
 
     def acquire(self) -> "DirectoryLock":
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        make_dirs(self.directory)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))

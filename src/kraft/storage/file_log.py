@@ -98,7 +98,7 @@ class FileLog(ReplicatedLog):
         self.index_interval_bytes = index_interval_bytes
         self.recovery_point_interval_ms = recovery_point_interval_ms
         self.clock = clock
-        self.directory.mkdir(parents=True, exist_ok=True)
+        fsutil.make_dirs(self.directory)
         self._segments: list[Segment] = []
         self._start_offset = 0
         self._flushed = 0

@@ -20,6 +20,42 @@ from pathlib import Path
 # written in 10 MiB calls ran at 330 MB/s where 1 MiB calls ran at 4 GB/s (bench/
 # cluster_bench.py, kernel 6.18). Smaller calls cost nothing measurable elsewhere.
 WRITE_PIECE = 1 << 20
+# What this package creates is the node's user's alone: the metadata log, its snapshots and
+# the bootstrap checkpoint hold every SCRAM salt and key, from which passwords can be guessed
+# offline. Files 0600, directories 0700 (less, if the umask says so), as they are created;
+# what already exists keeps its mode (the node warns at start about directories open wider).
+PRIVATE_FILE = 0o600
+PRIVATE_DIR = 0o700
+
+
+def make_dirs(path: Path) -> None:
+    """`path` and its missing parents, each made PRIVATE_DIR (Path.mkdir gives parents the
+    default mode); what exists is left as it is."""
+    missing = []
+    for directory in (path, *path.parents):
+        if directory.is_dir():
+            break
+        missing.append(directory)
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=PRIVATE_DIR)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
+
+
+def open_to_others(paths: Iterator[Path] | list[Path]) -> list[tuple[Path, int]]:
+    """(path, mode) of the existing directories among `paths` that others than their owner
+    may enter or read (any group or other permission)."""
+    found = []
+    for path in paths:
+        try:
+            mode = path.stat().st_mode & 0o777
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            found.append((path, mode))
+    return found
 
 
 class DiskError(OSError):
@@ -102,7 +138,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     """
     tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     with disk("write", tmp):
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
     try:
         pwrite_all(fd, data, 0, tmp)
         fsync(fd, tmp)

@@ -123,7 +123,7 @@ def format_storage(log_dir: Path, cluster_id: str, node_id: int, *, ignore_forma
                 "and format the others."
             )
         return False
-    log_dir.mkdir(parents=True, exist_ok=True)
+    fsutil.make_dirs(log_dir)
     if before_write is not None:
         before_write()
     directory = kafka_text(directory_id or random_directory_id())

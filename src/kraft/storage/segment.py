@@ -60,7 +60,7 @@ class Segment:
         self.path = directory / segment_name(base_offset)
         self.index_path = directory / index_name(base_offset)
         with fsutil.disk("open", self.path):
-            self.file = SharedFd(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644))
+            self.file = SharedFd(os.open(self.path, os.O_RDWR | os.O_CREAT, fsutil.PRIVATE_FILE))
         self.size = 0
         self.next_offset = base_offset
         self.created_ms = created_ms
@@ -75,7 +75,7 @@ class Segment:
         self._bytes_since_index = 0
         self._index_written = 0  # entries already in the index file; the rest are pending
         with fsutil.disk("open", self.index_path):
-            self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, fsutil.PRIVATE_FILE)
 
     # ---------------------------------------------------------------- recovery support
 

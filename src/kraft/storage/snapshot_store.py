@@ -189,7 +189,7 @@ class FileSnapshotStore(SnapshotStore):
     def __init__(self, directory: Path | str) -> None:
         super().__init__()
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        fsutil.make_dirs(self.directory)
         self._found: dict[SnapshotId, Path] = {}  # files whose names are not in the canonical padding
         removed = False
         for path in sorted(self.directory.iterdir()):
@@ -254,7 +254,7 @@ class _FilePart(_StorePart):
         # A part left by an aborted-without-cleanup writer is only ever overwritten: the
         # store allows one writer per id, and a crash's parts are removed on open.
         with fsutil.disk("open", self.path):
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, fsutil.PRIVATE_FILE)
 
     def _write(self, view: memoryview) -> None:
         fsutil.pwrite_all(self._fd, view, self.size, self.path)

@@ -51,9 +51,23 @@ from kraft.server.settings.server_config import Endpoint, ServerConfig
 from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import FileLog, FileQuorumStateStore, FileSnapshotStore, LogReadInfo
 from kraft.storage.dirlock import DirectoryLock
+from kraft.storage.fsutil import open_to_others
 from kraft.storage.meta_properties import StorageNotFormattedError, read_directory_id, read_meta_properties
 
 log = logging.getLogger("kraft.server")
+
+
+def _warn_if_open_to_others(metadata_dir: Path) -> None:
+    """One line at start if the metadata log's directory, or one of the partition
+    directories in it, lets others than the node's user in: the log, its snapshots and the
+    bootstrap checkpoint hold every SCRAM salt and key (kraft makes them 0700, 0600 files;
+    one made before, or by hand, keeps its mode)."""
+    children = sorted(p for p in metadata_dir.iterdir() if p.is_dir()) if metadata_dir.is_dir() else []
+    wide = open_to_others([metadata_dir, *children])
+    if wide:
+        named = ", ".join(f"{path} ({mode:04o})" for path, mode in wide)
+        log.warning("directories holding the metadata log are open to other users than the node's: %s; they hold "
+                    "SCRAM salts and keys, from which passwords can be guessed offline: chmod 700 them", named)
 T = TypeVar("T")
 
 PARTITION_DIR = "__cluster_metadata-0"
@@ -99,6 +113,7 @@ class KraftNode:
         except BaseException:
             self._lock.release()
             raise
+        _warn_if_open_to_others(config.metadata_dir)
         self.cluster_id = cluster_id
         self.metrics = NodeMetrics(config.node_id)
         self.controller = QuorumController(

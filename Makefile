@@ -14,6 +14,7 @@ ROUNDS ?= 30
 CHAOS_SEED ?= 1
 FUZZ_INPUTS ?= 1000000
 FUZZ_SEED ?= 1
+FLEET_SCALE ?= 1
 
 .PHONY: demo test lint bench simulate chaos fuzz clean kcat
 
@@ -29,8 +30,9 @@ lint: $(INSTALLED)
 	$(VENV)/bin/ruff check src tests bench
 	$(PY) -m mypy
 
+# make bench FLEET_SCALE=0.1: the fleet benchmark at a tenth of its observers, topics and brokers.
 bench: $(CODEC) $(BENCH_INSTALLED)
-	$(PY) bench/run_all.py
+	KRAFT_FLEET_SCALE=$(FLEET_SCALE) $(PY) bench/run_all.py
 
 # Many more simulation seeds than make test runs, on a static quorum and then a dynamic one
 # (KIP-853) whose voters an operator changes under every fault mix; a failure prints its replay command.

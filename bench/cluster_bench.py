@@ -93,9 +93,17 @@ class NodeProcess:
         self.log_path = log_path
 
     def ask(self, command: dict, timeout: float) -> dict:
-        assert self.process.stdin is not None and self.process.stdout is not None
+        self.send(command)
+        return self.answer(timeout, command)
+
+    def send(self, command: dict) -> None:
+        """A command whose answer `answer` reads later (so several runners work at once)."""
+        assert self.process.stdin is not None
         self.process.stdin.write(json.dumps(command) + "\n")
         self.process.stdin.flush()
+
+    def answer(self, timeout: float, command: Any = "the last command") -> dict:
+        assert self.process.stdout is not None
         ready, _, _ = select.select([self.process.stdout], [], [], timeout)
         line = self.process.stdout.readline() if ready else ""
         if not line:

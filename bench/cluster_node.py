@@ -7,25 +7,33 @@ commands on stdin (cluster_load.serve):
 
     {"cmd": "role"}                                  -> {"leader": true|false}
     {"cmd": "load", "in_flight": N, "seconds": S}    -> cluster_load.Window's figures
+    {"cmd": "describe"}                              -> epoch, high watermark, log end, cluster id
+    {"cmd": "paced", "interval_ms": I, "seconds": S} -> {"writes": [[offset, submitted, committed], ...]}
 
-An operation is one 100-byte record appended on the leader; it completes when the
+An operation of `load` is one 100-byte record appended on the leader; it completes when the
 leader's high watermark passes its offset. Every record is a framed ConfigRecord (each
 node's QuorumController applies what commits), on a topic resource no admin ever creates.
+`paced` (the fleet benchmark's writer) submits the same record as a controller operation,
+one every `interval_ms`, and gives each one's offset and the times (time.monotonic) it was
+submitted and committed (the leader's high watermark passed it).
 """
 
 import asyncio
 import logging
+import os
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from cluster_load import RECORD_BYTES, VALUE_POOL, Window, serve
 
 from kraft.cli.server_cmd import keep_large_buffers
 from kraft.metadata import ConfigResourceType, encode_record
+from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import ConfigRecord
 from kraft.raft import NotLeaderError, RaftCore
 from kraft.server.runtime.node import KraftNode
@@ -114,6 +122,52 @@ class LoadGenerator:
             self.window = None
 
 
+class PacedWriter:
+    """One controller operation every interval, each commit timed as the leader sees it."""
+
+    def __init__(self, node: KraftNode) -> None:
+        self.node = node
+        self.waiting: deque[tuple[int, float]] = deque()  # (offset, submitted), in offset order
+        self.done: list[tuple[int, float, float]] = []
+        node.on_step(self.on_step)
+
+    def on_step(self, core: RaftCore) -> None:
+        hw = core.high_watermark
+        if hw is None or not self.waiting or self.waiting[0][0] >= hw:
+            return
+        now = time.monotonic()
+        while self.waiting and self.waiting[0][0] < hw:
+            offset, submitted = self.waiting.popleft()
+            self.done.append((offset, submitted, now))
+
+    async def run(self, interval_s: float, seconds: float) -> dict:
+        controller = self.node.controller
+        due = time.monotonic()
+        end = due + seconds
+        self.done = []
+        sequence = 0
+        while due < end:
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            sequence += 1
+            record = ConfigRecord(ConfigResourceType.TOPIC, RESOURCE, KEY, str(sequence))
+            submitted = time.monotonic()
+            try:
+                pending = self.node.step(lambda core, now, r=record: controller.submit(
+                    lambda image: ControllerResult((r,), None), now))
+            except Exception as e:  # NotControllerError: the leadership moved
+                return {"error": str(e)}
+            if pending is None:
+                return {"error": "the node stopped stepping"}
+            self.waiting.append((pending.last_offset, submitted))
+            due += interval_s
+        deadline = time.monotonic() + 60
+        while self.waiting and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        if self.waiting:
+            return {"error": f"{len(self.waiting)} writes not committed 60 s after the last"}
+        return {"writes": self.done}
+
+
 def on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> Any:
     """Runs `fn` on the node's event loop (from the command thread) and returns its result."""
 
@@ -133,6 +187,7 @@ async def run(config_path: str) -> None:
     node = KraftNode(config)
     await node.start()
     load = LoadGenerator(node)
+    paced = PacedWriter(node)
     loop = asyncio.get_running_loop()
 
     def role(_: dict) -> dict:
@@ -144,10 +199,21 @@ async def run(config_path: str) -> None:
         on_loop(loop, lambda: load.start(window))
         return window.wait()
 
+    def describe(_: dict) -> dict:
+        def read() -> dict:
+            core = node.core
+            return {"leader": core.is_leader, "epoch": core.epoch, "high_watermark": core.high_watermark,
+                    "log_end": node.log_end, "cluster_id": node.cluster_id}
+        return on_loop(loop, read)
+
+    def run_paced(command: dict) -> dict:
+        return asyncio.run_coroutine_threadsafe(
+            paced.run(command["interval_ms"] / 1000, command["seconds"]), loop).result()
+
     finished = loop.create_future()
 
     def commands() -> None:
-        serve({"role": role, "load": run_load})
+        serve({"role": role, "load": run_load, "describe": describe, "paced": run_paced})
         loop.call_soon_threadsafe(finished.set_result, None)
 
     threading.Thread(target=commands, daemon=True).start()
@@ -156,4 +222,14 @@ async def run(config_path: str) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(run(sys.argv[1]))
+    # KRAFT_BENCH_PROFILE=dir: each node writes its cProfile to dir/node-N.prof. cProfile slows a
+    # node several times over: profile a fleet of a few hundred observers (fleet_bench.py --scale 0.2).
+    profile_dir = os.environ.get("KRAFT_BENCH_PROFILE")
+    if profile_dir:
+        import cProfile
+
+        with cProfile.Profile() as profile:
+            asyncio.run(run(sys.argv[1]))
+        profile.dump_stats(Path(profile_dir) / f"{Path(sys.argv[1]).parent.name}.prof")
+    else:
+        asyncio.run(run(sys.argv[1]))

@@ -40,6 +40,7 @@ from kraft.protocol import KafkaServer
 from kraft.protocol.build import convert, field_names
 from kraft.protocol.codec import request_class, response_class
 from kraft.raft import messages as m
+from kraft.server.apis import raft_fetch_answer
 from kraft.server.settings.server_config import Endpoint, ServerConfig
 
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE_QUORUM = 52, 53, 54, 1, 59, 55
@@ -155,7 +156,26 @@ class RaftVersions:
                 request = convert(request, core_request, ABSENT[key])
             return self._answer_in(key, version, await answer(header, request), name_leader)
 
-        server.register(key, *self.served[name], handle)
+        async def handle_fetch(header: Any, request: Any) -> Any:
+            """Fetch, the answer every follower and observer gets on every commit: written as
+            bytes (raft_fetch_answer.py), not converted and encoded through kio."""
+            version = header.request_api_version
+            if version != core:
+                request = convert(request, core_request, ABSENT[key])
+            got = await answer(header, request)
+            endpoints = self._endpoints(key, version, got, name_leader)
+            return raft_fetch_answer.encode(got, version, [(e["node_id"], e["host"], e["port"]) for e in endpoints])
+
+        server.register(key, *self.served[name], handle_fetch if key == FETCH else handle)
+
+    def _endpoints(self, key: int, version: int, answer: Any, name_leader: bool) -> list[dict[str, Any]]:
+        """The leader's endpoint an answer in `version` names: the one this node knows, on
+        the controller listener only, from the version that names it."""
+        leader = _leader_of(answer)
+        endpoint = self.endpoint_of(leader) if name_leader and leader >= 0 else None
+        if endpoint is None or version < ENDPOINTS_SINCE.get(key, 0):
+            return []
+        return [{"node_id": leader, "host": endpoint.host, "port": endpoint.port}]
 
     def _answer_in(self, key: int, version: int, answer: Any, name_leader: bool = True) -> Any:
         """The core's `answer` in `version`, with the endpoints this node knows."""
@@ -163,12 +183,7 @@ class RaftVersions:
         fields = field_names(cls)
         given: dict[str, Any] = {}
         if "node_endpoints" in fields:
-            leader = _leader_of(answer)
-            endpoint = self.endpoint_of(leader) if name_leader and leader >= 0 else None
-            if endpoint is None or version < ENDPOINTS_SINCE.get(key, 0):
-                given["node_endpoints"] = []
-            else:
-                given["node_endpoints"] = [{"node_id": leader, "host": endpoint.host, "port": endpoint.port}]
+            given["node_endpoints"] = self._endpoints(key, version, answer, name_leader)
         if "nodes" in fields:  # DescribeQuorum v2: every voter
             listener = self.config.controller_listener_names[0]
             given["nodes"] = [{"node_id": n, "listeners": [{"name": listener, "host": ep.host, "port": ep.port}]}

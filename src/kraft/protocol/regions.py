@@ -29,7 +29,8 @@ class Region(Protocol):
 Segment = bytes | Region
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """An unsigned varint, as Kafka's flexible versions write lengths and counts."""
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -101,7 +102,7 @@ def encode_response_segments(correlation_id: int, response: Any) -> list[Segment
     position = 0
     for token, region in found:
         at = body.find(token)
-        prefix = _uvarint(region.length + 1) if flexible else _INT32.pack(region.length)
+        prefix = uvarint(region.length + 1) if flexible else _INT32.pack(region.length)
         segments.append(body[position : at - token_prefix] + prefix)
         if region.length:
             segments.append(region)

@@ -25,7 +25,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any, cast
 
-from kraft.protocol.regions import Encoded, Region, Segment, is_region
+from kraft.protocol.regions import Encoded, Region, Segment, is_region, uvarint
 from kraft.raft import messages as m
 
 FIRST_VERSION, LAST_VERSION = 13, 17
@@ -39,22 +39,11 @@ _ABORTED = struct.Struct(">qqb")  # producer id, first offset, no tagged fields
 _I32 = struct.Struct(">i")
 
 
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _string(value: str | None) -> bytes:
     if value is None:
         return b"\x00"
     data = value.encode()
-    return _uvarint(len(data) + 1) + data
+    return uvarint(len(data) + 1) + data
 
 
 def encode(answer: m.FetchResponse, version: int, endpoints: Sequence[tuple[int, str, int]] = ()) -> Encoded:
@@ -65,10 +54,10 @@ def encode(answer: m.FetchResponse, version: int, endpoints: Sequence[tuple[int,
     body: list[Segment] = []
     out = bytearray(_HEAD.pack(int(answer.throttle_time.total_seconds() * 1000), answer.error_code,
                                answer.session_id))
-    out += _uvarint(len(answer.responses) + 1)
+    out += uvarint(len(answer.responses) + 1)
     for topic in answer.responses:
         out += topic.topic_id.bytes if topic.topic_id is not None else bytes(16)
-        out += _uvarint(len(topic.partitions) + 1)
+        out += uvarint(len(topic.partitions) + 1)
         for p in topic.partitions:
             out += _PARTITION.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
                                    p.log_start_offset)
@@ -76,7 +65,7 @@ def encode(answer: m.FetchResponse, version: int, endpoints: Sequence[tuple[int,
             if aborted is None:
                 out += b"\x00"
             else:
-                out += _uvarint(len(aborted) + 1)
+                out += uvarint(len(aborted) + 1)
                 for a in aborted:
                     out += _ABORTED.pack(a.producer_id, a.first_offset, 0)
             out += _I32.pack(p.preferred_read_replica)
@@ -85,21 +74,21 @@ def encode(answer: m.FetchResponse, version: int, endpoints: Sequence[tuple[int,
                 out += b"\x00"
             elif is_region(records):
                 region = cast(Region, records)
-                out += _uvarint(region.length + 1)
+                out += uvarint(region.length + 1)
                 if region.length:
                     body.append(bytes(out))
                     body.append(region)
                     out = bytearray()
             else:
-                out += _uvarint(len(records) + 1)
+                out += uvarint(len(records) + 1)
                 out += records
             out += _partition_tags(p)
         out += b"\x00"  # the topic's tagged fields
     if version >= ENDPOINTS_FROM and endpoints:
-        nodes = bytearray(_uvarint(len(endpoints) + 1))
+        nodes = bytearray(uvarint(len(endpoints) + 1))
         for node_id, host, port in endpoints:
             nodes += _I32.pack(node_id) + _string(host) + _I32.pack(port) + b"\x00\x00"  # rack null, no tags
-        out += b"\x01\x00" + _uvarint(len(nodes)) + nodes  # one tagged field, tag 0
+        out += b"\x01\x00" + uvarint(len(nodes)) + nodes  # one tagged field, tag 0
     else:
         out += b"\x00"
     body.append(bytes(out))
@@ -115,4 +104,4 @@ def _partition_tags(p: Any) -> bytes:
         tags.append(b"\x01\x09" + _LEADER.pack(leader.leader_id, leader.leader_epoch, 0))
     if snapshot.end_offset != -1 or snapshot.epoch != -1:
         tags.append(b"\x02\x0d" + _SNAPSHOT.pack(snapshot.end_offset, snapshot.epoch, 0))
-    return _uvarint(len(tags)) + b"".join(tags)
+    return uvarint(len(tags)) + b"".join(tags)

@@ -8,6 +8,7 @@ kafka-python's consumer."""
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -63,6 +64,17 @@ class DynamicCluster:
         self.processes[n] = subprocess.Popen([sys.executable, "-m", "kraft.cli", "server", "start",
                                               str(self.configs[n])], stdout=log, stderr=subprocess.STDOUT,
                                              start_new_session=True)
+        # Clients are made only once the node listens: kafka-python gives up bootstrapping after
+        # about 30 s, and a node's start (imports, files) took 40 s on a loaded machine.
+        wait_for(lambda: self._listening(n), timeout=120, what=f"node {n} listening on its client port")
+
+    def _listening(self, n: int) -> bool:
+        assert self.processes[n].poll() is None, f"node {n} exited; see {self.root}/node-{n}.log"
+        try:
+            with socket.create_connection(("127.0.0.1", self.ports[n][1]), timeout=1):
+                return True
+        except OSError:
+            return False
 
     def kill(self, n: int) -> None:
         process = self.processes.pop(n)

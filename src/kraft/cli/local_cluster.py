@@ -237,7 +237,7 @@ class LocalCluster:
                 self.kill(node.node_id)
             raise
 
-    def wait_listening(self, node_id: int, timeout: float = 30.0) -> None:
+    def wait_listening(self, node_id: int, timeout: float = 120.0) -> None:
         node = self.nodes[node_id]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

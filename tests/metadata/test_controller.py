@@ -83,6 +83,33 @@ def test_a_bad_create_is_refused_with_kafkas_code_and_writes_nothing(cluster, to
     assert (cluster.image.offset, cluster.image.digest()) == (offset, digest)
 
 
+def test_a_manual_assignment_is_kept_and_its_isr_is_the_unfenced_replicas(cluster):
+    cluster.commit(ctl.fence_broker(cluster.image, 4))
+    assignments = ((0, (4, 1)), (1, (2, 3)))
+    created = cluster.commit(ctl.create_topic(cluster.image, ctl.NewTopic("m", -1, -1, {}, assignments), cluster.rng))
+    assert created.assignment == ((4, 1), (2, 3))
+    topic = cluster.image.topic("m")
+    assert [(p.replicas, p.isr, p.leader) for p in topic.partitions] == [((4, 1), (1,), 1), ((2, 3), (2, 3), 2)]
+
+
+@pytest.mark.parametrize(
+    "counts, assignments, error, message",
+    [
+        ((3, -1), ((0, (1,)),), Errors.INVALID_REQUEST, "numPartitions was not set to -1"),
+        ((-1, 1), ((0, (1,)),), Errors.INVALID_REQUEST, "replication factor was not set to -1"),
+        ((-1, -1), ((0, (1,)), (0, (2,))), Errors.INVALID_REPLICA_ASSIGNMENT, "multiple manual partition assignments"),
+        ((-1, -1), ((0, (1, 2)), (1, (3,))), Errors.INVALID_REPLICA_ASSIGNMENT, "which have 2 replica"),
+        ((-1, -1), ((0, (1, 9)),), Errors.INVALID_REPLICA_ASSIGNMENT, "broker 9, but no such broker"),
+        ((-1, -1), ((0, (1, 1)),), Errors.INVALID_REPLICA_ASSIGNMENT, "broker 1 more than once"),
+        ((-1, -1), ((0, (1,)), (2, (2,))), Errors.INVALID_REPLICA_ASSIGNMENT, "consecutive 0-based"),
+    ],
+)
+def test_a_bad_manual_assignment_is_refused_with_kafkas_message(cluster, counts, assignments, error, message):
+    with pytest.raises(ControllerError, match=message) as refused:
+        ctl.create_topic(cluster.image, ctl.NewTopic("m", *counts, {}, assignments), cluster.rng)
+    assert refused.value.error == error
+
+
 def test_too_few_unfenced_brokers_counts_only_unfenced_ones(cluster):
     cluster.commit(ctl.fence_broker(cluster.image, 1))
     cluster.commit(ctl.fence_broker(cluster.image, 2))

@@ -15,106 +15,38 @@ a node that does not lead names it, and the tool asks it there.
 """
 
 import asyncio
-import ssl
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from kraft.cli.admin_connection import UNREACHABLE, ClientSettings, NodeConnection, ToolError, first_answering
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
-from kraft.protocol.connection import ClientLogin, KafkaConnection
 from kraft.raft import messages as m
 from kraft.raft.membership_messages import ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, MembershipRequest, response_error
 
-API_VERSIONS, DESCRIBE_QUORUM, DESCRIBE_CLUSTER = 18, 55, 60
-API_VERSIONS_VERSION = 3
+DESCRIBE_QUORUM, DESCRIBE_CLUSTER = 55, 60
 DESCRIBE_CLUSTER_VERSION = 1  # v1: EndpointType (KIP-919)
 BROKERS, CONTROLLERS = 1, 2  # DescribeCluster's endpoint types
 API_NAMES = {ADD_RAFT_VOTER: "AddRaftVoter", REMOVE_RAFT_VOTER: "RemoveRaftVoter", DESCRIBE_QUORUM: "DescribeQuorum"}
 # Answers that mean "ask the leader, which has moved": found again until the time is up.
 LEADER_MOVED = (ErrorCode.not_controller, ErrorCode.not_leader_or_follower)
 RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms
+QUORUM_SETTINGS = ClientSettings(client_id="kraft-metadata-quorum", request_timeout_s=10.0)
 
 
-class QuorumToolError(Exception):
-    """What went wrong, in one line for the operator."""
-
-
-@dataclass(frozen=True)
-class ClientSettings:
-    """What the tool takes from --command-config (Kafka's admin client properties)."""
-
-    client_id: str = "kraft-metadata-quorum"
-    request_timeout_s: float = 10.0
-    tls: ssl.SSLContext | None = None  # security.protocol SSL or SASL_SSL (cli/client_security.py)
-    login: ClientLogin | None = None  # SASL_PLAINTEXT or SASL_SSL
-
-
-class NodeConnection:
-    """One node: a connection, and the API versions it serves (its ApiVersions answer)."""
-
-    def __init__(self, address: tuple[str, int], connection: KafkaConnection, versions: dict[int, tuple[int, int]],
-                 settings: ClientSettings) -> None:
-        self.address = address
-        self._connection = connection
-        self.versions = versions
-        self._settings = settings
-
-    @classmethod
-    async def open(cls, address: tuple[str, int], settings: ClientSettings) -> "NodeConnection":
-        connection = await KafkaConnection.connect(*address, client_id=settings.client_id,
-                                                   timeout=settings.request_timeout_s, tls=settings.tls,
-                                                   login=settings.login)
-        try:
-            answer = await connection.request(
-                build_request(API_VERSIONS, API_VERSIONS_VERSION,
-                              {"client_software_name": "kraft", "client_software_version": "1"}),
-                settings.request_timeout_s)
-        except BaseException:
-            connection.close()
-            raise
-        versions = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in answer.api_keys}
-        return cls(address, connection, versions, settings)
-
-    @property
-    def where(self) -> str:
-        return f"{self.address[0]}:{self.address[1]}"
-
-    def highest(self, api_key: int, ours: range) -> int | None:
-        """The highest version of `api_key` in `ours` that the node serves, or None."""
-        low, high = self.versions.get(api_key, (0, -1))
-        both = [v for v in ours if low <= v <= high]
-        return max(both) if both else None
-
-    def require(self, api_key: int, version: int) -> None:
-        """QuorumToolError unless the node serves `api_key` at `version`."""
-        if self.highest(api_key, range(version, version + 1)) is None:
-            served = self.versions.get(api_key)
-            what = f"only v{served[0]}-v{served[1]}" if served else f"no API key {api_key}"
-            raise QuorumToolError(f"the node at {self.where} does not support {API_NAMES.get(api_key, api_key)} "
-                                  f"v{version} (its ApiVersions lists {what}): it runs a build without KIP-853's "
-                                  "dynamic quorum")
-
-    async def ask(self, request: Any, timeout_s: float | None = None) -> Any:
-        return await self._connection.request(request, timeout_s or self._settings.request_timeout_s)
-
-    def close(self) -> None:
-        self._connection.close()
-
-
-UNREACHABLE = (TimeoutError, OSError, ConnectionError, ValueError)
+def require(node: NodeConnection, api_key: int, version: int) -> None:
+    """ToolError unless the node serves `api_key` at `version`."""
+    if node.highest(api_key, range(version, version + 1)) is None:
+        served = node.versions.get(api_key)
+        what = f"only v{served[0]}-v{served[1]}" if served else f"no API key {api_key}"
+        raise ToolError(f"the node at {node.where} does not support {API_NAMES.get(api_key, api_key)} "
+                        f"v{version} (its ApiVersions lists {what}): it runs a build without KIP-853's "
+                        "dynamic quorum")
 
 
 async def _first_answering(bootstrap: list[tuple[str, int]], endpoint_type: int,
                            settings: ClientSettings) -> NodeConnection:
-    last: Exception | None = None
-    for address in bootstrap:
-        try:
-            return await NodeConnection.open(address, settings)
-        except UNREACHABLE as e:
-            last = e
-    kind = "controller" if endpoint_type == CONTROLLERS else "server"
-    raise QuorumToolError(f"no bootstrap {kind} answered ({', '.join(f'{h}:{p}' for h, p in bootstrap)}): {last}")
+    return await first_answering(bootstrap, settings, "controller" if endpoint_type == CONTROLLERS else "server")
 
 
 async def _endpoint_of(node: NodeConnection, node_id: int, endpoint_type: int) -> tuple[str, int]:
@@ -124,12 +56,12 @@ async def _endpoint_of(node: NodeConnection, node_id: int, endpoint_type: int) -
     found = next((b for b in cluster.brokers if b.broker_id == node_id), None)
     if found is None:
         kind = "controllers" if endpoint_type == CONTROLLERS else "brokers"
-        raise QuorumToolError(f"the leader, node {node_id}, is not among the {kind} {node.where} lists")
+        raise ToolError(f"the leader, node {node_id}, is not among the {kind} {node.where} lists")
     return found.host, found.port
 
 
 async def describe(bootstrap: list[tuple[str, int]], endpoint_type: int,
-                   settings: ClientSettings = ClientSettings()) -> tuple[str, Any, tuple[Any, ...]]:
+                   settings: ClientSettings = QUORUM_SETTINGS) -> tuple[str, Any, tuple[Any, ...]]:
     """(cluster id, the leader's DescribeQuorum partition, the voters' endpoints if the
     answer has them), asked at the highest version both ends speak (v2 names directory ids
     and endpoints)."""
@@ -147,19 +79,19 @@ async def describe(bootstrap: list[tuple[str, int]], endpoint_type: int,
                 leader.close()
             quorum = response.topics[0].partitions[0]
     except UNREACHABLE as e:
-        raise QuorumToolError(f"DescribeQuorum: {e}") from None
+        raise ToolError(f"DescribeQuorum: {e}") from None
     finally:
         node.close()
     if quorum.error_code != ErrorCode.none:
         message = getattr(quorum, "error_message", None)
-        raise QuorumToolError(f"DescribeQuorum: {quorum.error_code.name.upper()}" + (f": {message}" if message else ""))
+        raise ToolError(f"DescribeQuorum: {quorum.error_code.name.upper()}" + (f": {message}" if message else ""))
     return cluster.cluster_id, quorum, tuple(getattr(response, "nodes", ()))
 
 
 async def _describe_quorum(node: NodeConnection) -> Any:
     version = node.highest(DESCRIBE_QUORUM, range(0, 3))
     if version is None:
-        node.require(DESCRIBE_QUORUM, 2)
+        require(node, DESCRIBE_QUORUM, 2)
     request = m.describe_quorum_request()
     if version != m.DescribeQuorumRequest.__version__:
         request = build_request(DESCRIBE_QUORUM, version or 0, {"topics": [
@@ -190,10 +122,10 @@ async def _leader_connection(bootstrap: list[tuple[str, int]], endpoint_type: in
 
 
 async def change_voters(bootstrap: list[tuple[str, int]], endpoint_type: int, request: MembershipRequest,
-                        settings: ClientSettings = ClientSettings(), wait_s: float | None = None) -> None:
+                        settings: ClientSettings = QUORUM_SETTINGS, wait_s: float | None = None) -> None:
     """Sends AddRaftVoter or RemoveRaftVoter where Kafka's admin client would, again to the
     new active controller while the answer says it moved, until `wait_s` (the request
-    timeout) is spent. QuorumToolError in one line for every other outcome than success:
+    timeout) is spent. ToolError in one line for every other outcome than success:
     the node does not serve the API, the leader's error (UNSUPPORTED_VERSION for a static
     quorum, DUPLICATE_VOTER, VOTER_NOT_FOUND, REQUEST_TIMED_OUT...) with its message, or no
     answer in time."""
@@ -207,7 +139,7 @@ async def change_voters(bootstrap: list[tuple[str, int]], endpoint_type: int, re
         try:
             node = await asyncio.wait_for(_leader_connection(bootstrap, endpoint_type, settings), max(left, 0.001))
             try:
-                node.require(api_key, type(request).__version__)
+                require(node, api_key, type(request).__version__)
                 # The leader answers within the request's own timeout; wait a little longer
                 # for that answer rather than cut it off.
                 response = await node.ask(request, max(left, 0.001) + 1.0)
@@ -218,11 +150,11 @@ async def change_voters(bootstrap: list[tuple[str, int]], endpoint_type: int, re
                 return
             last = error.name.upper() + (f": {message}" if message else "")
             if error not in LEADER_MOVED:
-                raise QuorumToolError(f"{name} failed with {last}")
+                raise ToolError(f"{name} failed with {last}")
         except TimeoutError:
             last = f"REQUEST_TIMED_OUT: no answer within {wait_s * 1000:.0f} ms (request.timeout.ms)"
         except (OSError, ConnectionError, ValueError) as e:
             last = str(e)
         if time.monotonic() + RETRY_BACKOFF_S >= deadline:
-            raise QuorumToolError(f"{name} failed: {last}")
+            raise ToolError(f"{name} failed: {last}")
         await asyncio.sleep(RETRY_BACKOFF_S)

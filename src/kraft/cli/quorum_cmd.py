@@ -26,12 +26,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kraft.cli.client_security import ClientConfigError, client_security
+from kraft.cli.admin_connection import (
+    ToolError,
+    UsageError,
+    client_settings,
+    parse_addresses,
+    read_command_config,
+    read_properties,
+)
 from kraft.cli.initial_controllers import reachable_host
-from kraft.cli.quorum_client import BROKERS, CONTROLLERS, ClientSettings, QuorumToolError, change_voters, describe
+from kraft.cli.quorum_client import BROKERS, CONTROLLERS, QUORUM_SETTINGS, change_voters, describe
 from kraft.raft.membership_messages import NO_DIRECTORY, add_raft_voter_request, remove_raft_voter_request
 from kraft.records import VoterEndpoint
-from kraft.server.settings.server_config import default_of, parse_properties, parse_value
+from kraft.server.settings.server_config import default_of, parse_value
 from kraft.storage.meta_properties import (
     StorageNotFormattedError,
     kafka_text,
@@ -42,50 +49,10 @@ from kraft.storage.meta_properties import (
 UNKNOWN = -1  # a timestamp the leader does not know (Kafka's admin client reads it as absent)
 
 
-class UsageError(ValueError):
-    """A flag's value that cannot be used; said in one line with what to give instead."""
-
-
-def parse_addresses(flag: str, value: str) -> list[tuple[str, int]]:
-    """`host:port[,host:port...]`, each checked, or UsageError naming the bad one."""
-    addresses = []
-    for entry in (e.strip() for e in value.split(",")):
-        host, colon, port = entry.rpartition(":")
-        if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise UsageError(f"{flag} {value!r}: {entry!r} is not host:port with a port from 1 to 65535")
-        addresses.append((host.strip("[]"), int(port)))
-    return addresses
-
-
 def _bootstrap(bootstrap_server: str | None, bootstrap_controller: str | None) -> tuple[list[tuple[str, int]], int]:
     if bootstrap_controller is not None:
         return parse_addresses("--bootstrap-controller", bootstrap_controller), CONTROLLERS
     return parse_addresses("--bootstrap-server", bootstrap_server or ""), BROKERS
-
-
-def read_properties(path: str) -> dict[str, str]:
-    try:
-        return parse_properties(Path(path).read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--command-config {path}: cannot read it ({e})") from None
-
-
-def client_settings(entries: dict[str, str], path: str) -> ClientSettings:
-    """The admin client properties kraft honours: the client id, the request timeout and the
-    connection's security (client_security.py); the rest (Kafka's admin client has many) is
-    left to Kafka's defaults."""
-    try:
-        tls, login = client_security(entries, f"--command-config {path}")
-    except ClientConfigError as e:
-        raise UsageError(str(e)) from None
-    timeout = entries.get("request.timeout.ms", "10000")
-    if not timeout.isdigit() or int(timeout) < 1:
-        raise UsageError(f"--command-config {path}: request.timeout.ms={timeout!r} is not a positive number")
-    return ClientSettings(entries.get("client.id", ClientSettings.client_id), int(timeout) / 1000, tls, login)
-
-
-def read_command_config(path: str) -> ClientSettings:
-    return client_settings(read_properties(path), path)
 
 
 # ---------------------------------------------------------------- describe
@@ -203,9 +170,9 @@ def metadata_quorum(bootstrap_server: str | None, bootstrap_controller: str | No
         if human_readable and not replication:
             raise UsageError("The option --human-readable is only supported along with --replication")
         bootstrap, endpoint_type = _bootstrap(bootstrap_server, bootstrap_controller)
-        settings = read_command_config(command_config) if command_config else ClientSettings()
+        settings = read_command_config(command_config, QUORUM_SETTINGS)
         cluster_id, quorum, nodes = asyncio.run(describe(bootstrap, endpoint_type, settings))
-    except (UsageError, QuorumToolError) as e:
+    except (UsageError, ToolError) as e:
         print(f"kraft metadata-quorum: {e}", file=sys.stderr)
         return 1
     lines = status_lines(cluster_id, quorum, nodes) if status else replication_lines(quorum, human_readable)
@@ -289,13 +256,13 @@ def add_controller(bootstrap_server: str | None, bootstrap_controller: str | Non
                              "add-controller (--command-config FILE).")
         bootstrap, endpoint_type = _bootstrap(bootstrap_server, bootstrap_controller)
         entries = read_properties(command_config)
-        settings = client_settings(entries, command_config)
+        settings = client_settings(entries, command_config, QUORUM_SETTINGS)
         controller = new_controller(entries, command_config)
         if not dry_run:
             request = add_raft_voter_request(None, int(settings.request_timeout_s * 1000), controller.node_id,
                                              controller.directory_id, controller.endpoints)
             asyncio.run(change_voters(bootstrap, endpoint_type, request, settings))
-    except (UsageError, QuorumToolError) as e:
+    except (UsageError, ToolError) as e:
         return _fail(e)
     print(f"{'DRY RUN of adding' if dry_run else 'Added'} {controller}")
     return 0
@@ -316,11 +283,11 @@ def remove_controller(bootstrap_server: str | None, bootstrap_controller: str | 
         except ValueError as e:
             raise UsageError(f"Failed to parse --controller-directory-id: {e}") from None
         bootstrap, endpoint_type = _bootstrap(bootstrap_server, bootstrap_controller)
-        settings = read_command_config(command_config) if command_config else ClientSettings()
+        settings = read_command_config(command_config, QUORUM_SETTINGS)
         if not dry_run:
             asyncio.run(change_voters(bootstrap, endpoint_type,
                                       remove_raft_voter_request(None, node_id, directory_id), settings))
-    except (UsageError, QuorumToolError) as e:
+    except (UsageError, ToolError) as e:
         return _fail(e)
     print(f"{'DRY RUN of removing' if dry_run else 'Removed'} KRaft controller {node_id} with directory id "
           f"{kafka_text(directory_id)}")

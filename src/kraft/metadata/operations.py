@@ -81,6 +81,9 @@ class NewTopic:
     num_partitions: int
     replication_factor: int
     configs: Mapping[str, str | None] = field(default_factory=dict)  # None: a null value, refused
+    # A manual assignment: (partition index, replicas with the leader first) per partition;
+    # num_partitions and replication_factor must then be -1.
+    assignments: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,10 +147,36 @@ def validate_topic_name(name: str) -> None:
 
 def create_topic(image: MetadataImage, topic: NewTopic, rng: random.Random) -> ControllerResult[CreatedTopic]:
     """TopicRecord, its ConfigRecords and one PartitionRecord per partition, replicas spread
-    over the unfenced brokers, each partition led by its first replica."""
+    over the unfenced brokers or as assigned; the ISR is the unfenced replicas, the leader
+    the first of them."""
     validate_topic_name(topic.name)
     if image.topic(topic.name) is not None:
         raise ControllerError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
+    if topic.assignments:
+        assignment = _manual_assignment(image, topic)
+    else:
+        assignment = _placed_assignment(image, topic, rng)
+    configs = {name: value for name, value in topic.configs.items() if value is not None}
+    if len(configs) < len(topic.configs):
+        null = sorted(name for name in topic.configs if name not in configs)
+        raise ControllerError(Errors.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(null)}")
+    check_configs(ConfigResourceType.TOPIC, configs)
+    topic_id = new_topic_id(rng, image.topics_by_id)
+    active = set(image.unfenced_brokers())
+    records: list[MetadataRecord] = [TopicRecord(name=topic.name, topic_id=topic_id)]
+    records += [
+        ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=topic.name, name=k, value=v)
+        for k, v in sorted(configs.items())
+    ]
+    for pid, replicas in enumerate(assignment):
+        isr = tuple(r for r in replicas if r in active)
+        records.append(PartitionRecord(partition_id=pid, topic_id=topic_id, replicas=tuple(replicas), isr=isr,
+                                       leader=isr[0], leader_epoch=0, partition_epoch=0))
+    return ControllerResult(tuple(records), CreatedTopic(topic.name, topic_id, tuple(assignment)))
+
+
+def _placed_assignment(image: MetadataImage, topic: NewTopic, rng: random.Random) -> list[tuple[int, ...]]:
+    """The replicas of each partition, spread over the unfenced brokers."""
     if not 1 <= topic.num_partitions <= _INT32_MAX:
         raise ControllerError(
             Errors.INVALID_PARTITIONS, f"Number of partitions was set to an invalid value: {topic.num_partitions}"
@@ -166,31 +195,32 @@ def create_topic(image: MetadataImage, topic: NewTopic, rng: random.Random) -> C
             f"factor of {topic.replication_factor} cannot be reached because only {len(brokers)} broker(s) "
             "are registered and unfenced.",
         )
-    configs = {name: value for name, value in topic.configs.items() if value is not None}
-    if len(configs) < len(topic.configs):
-        null = sorted(name for name in topic.configs if name not in configs)
-        raise ControllerError(Errors.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(null)}")
-    check_configs(ConfigResourceType.TOPIC, configs)
-    topic_id = new_topic_id(rng, image.topics_by_id)
-    assignment = assign_replicas(brokers, topic.num_partitions, topic.replication_factor, rng)
-    records: list[MetadataRecord] = [TopicRecord(name=topic.name, topic_id=topic_id)]
-    records += [
-        ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=topic.name, name=k, value=v)
-        for k, v in sorted(configs.items())
-    ]
-    records += [
-        PartitionRecord(
-            partition_id=pid,
-            topic_id=topic_id,
-            replicas=replicas,
-            isr=replicas,
-            leader=replicas[0],
-            leader_epoch=0,
-            partition_epoch=0,
-        )
-        for pid, replicas in enumerate(assignment)
-    ]
-    return ControllerResult(tuple(records), CreatedTopic(topic.name, topic_id, tuple(assignment)))
+    return [tuple(r) for r in assign_replicas(brokers, topic.num_partitions, topic.replication_factor, rng)]
+
+
+def _manual_assignment(image: MetadataImage, topic: NewTopic) -> list[tuple[int, ...]]:
+    """Kafka's ReplicationControlManager.createTopic with assignments: the counts left to
+    the assignment (-1), each partition once, every partition checked as CreatePartitions
+    checks one (the first one's replication factor for the others), indexes 0..n-1."""
+    if topic.replication_factor != -1:
+        raise ControllerError(Errors.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                                      "replication factor was not set to -1.")
+    if topic.num_partitions != -1:
+        raise ControllerError(Errors.INVALID_REQUEST, "A manual partition assignment was specified, but "
+                                                      "numPartitions was not set to -1.")
+    check_record_count(1 + len(topic.configs) + len(topic.assignments))
+    parts: dict[int, tuple[int, ...]] = {}
+    replication_factor = None
+    for index, replicas in topic.assignments:
+        if index in parts:
+            raise ControllerError(Errors.INVALID_REPLICA_ASSIGNMENT,
+                                  f"Found multiple manual partition assignments for partition {index}")
+        parts[index] = _checked_assignment(image, replicas, replication_factor, index)
+        replication_factor = len(replicas)
+    if sorted(parts) != list(range(len(parts))):
+        raise ControllerError(Errors.INVALID_REPLICA_ASSIGNMENT,
+                              "partitions should be a consecutive 0-based integer sequence")
+    return [parts[i] for i in range(len(parts))]
 
 
 def delete_topic(image: MetadataImage, name: str) -> ControllerResult[bytes]:
@@ -292,9 +322,10 @@ def create_partitions_of(image: MetadataImage, request: NewPartitions, rng: rand
     return ControllerResult(tuple(records), None)
 
 
-def _checked_assignment(image: MetadataImage, replicas: Sequence[int], replication_factor: int,
+def _checked_assignment(image: MetadataImage, replicas: Sequence[int], replication_factor: int | None,
                         partition: int) -> tuple[int, ...]:
-    """Kafka's validateManualPartitionAssignment, and that one replica is unfenced."""
+    """Kafka's validateManualPartitionAssignment (the replication factor of the partitions
+    before, if any), and that one replica is unfenced."""
     if not replicas:
         raise ControllerError(Errors.INVALID_REPLICA_ASSIGNMENT,
                               "The manual partition assignment includes an empty replica list.")
@@ -311,7 +342,7 @@ def _checked_assignment(image: MetadataImage, replicas: Sequence[int], replicati
                 f"The manual partition assignment includes the broker {broker_id} more than once.",
             )
         previous = broker_id
-    if len(replicas) != replication_factor:
+    if replication_factor is not None and len(replicas) != replication_factor:
         raise ControllerError(
             Errors.INVALID_REPLICA_ASSIGNMENT,
             f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this is "

@@ -223,14 +223,16 @@ class AdminApi:
     async def create_topics(self, header: Any, request: Any) -> Any:
         wanted: list[ctl.NewTopic | Refusal] = []
         for t in request.topics:
-            if t.assignments:
-                wanted.append(Refusal(ErrorCode.invalid_request, "manual replica assignment is not supported"))
+            configs = {c.name: c.value for c in t.configs}  # a null value is the controller's INVALID_CONFIG
+            if t.assignments:  # the counts as asked: the controller refuses any but -1
+                wanted.append(ctl.NewTopic(t.name, t.num_partitions, t.replication_factor, configs, tuple(
+                    (a.partition_index, tuple(a.broker_ids)) for a in t.assignments)))
                 continue
             wanted.append(ctl.NewTopic(
                 t.name,
                 DEFAULT_PARTITIONS if t.num_partitions == -1 else t.num_partitions,
                 DEFAULT_REPLICATION_FACTOR if t.replication_factor == -1 else t.replication_factor,
-                {c.name: c.value for c in t.configs},  # a null value is the controller's INVALID_CONFIG
+                configs,
             ))
         wanted = self._authorized(wanted, lambda t: (AclOperation.CREATE, ResourceType.TOPIC, t.name),
                                   lambda t: (AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER))

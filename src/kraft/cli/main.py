@@ -166,13 +166,17 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a controller without controller.quorum.voters that joins a dynamic quorum later")
     storage.set_defaults(func=_storage)
 
-    cluster = sub.add_parser("cluster", help="a local cluster of processes on loopback")
+    cluster = sub.add_parser("cluster", help="a local cluster of processes on loopback; the cluster's id; "
+                                             "unregister a broker (like kafka-cluster)")
     cluster_sub = cluster.add_subparsers(dest="action", required=True)
     up = cluster_sub.add_parser("up", help="start it, show where everything is, stop on Ctrl-C")
     up.add_argument("--voters", type=int, default=3)
     up.add_argument("--observers", type=int, default=1)
     up.add_argument("--dir", required=True, help="where the nodes keep configs, data and logs")
     up.set_defaults(func=_cluster)
+    from kraft.cli import cluster_tool
+
+    cluster_tool.add_parsers(cluster_sub)
 
     quorum = sub.add_parser("metadata-quorum", help="describe the quorum (like kafka-metadata-quorum)")
     connect = quorum.add_mutually_exclusive_group(required=True)
@@ -199,11 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("--dry-run", action="store_true", help="print what would be done, but do not do it")
     remove.set_defaults(func=_remove_controller)
 
-    from kraft.cli import acls_cmd, groups_cmd, topics_cmd
+    from kraft.cli import acls_cmd, configs_cmd, groups_cmd, topics_cmd
 
     topics_cmd.add_parser(sub)
-    groups_cmd.add_parser(sub)
+    configs_cmd.add_parser(sub)
     acls_cmd.add_parser(sub)
+    groups_cmd.add_parser(sub)
 
     new_epoch_help = ("the new epoch: the same on every node and above every epoch a client saw "
                       "(required unless this node is the cluster's only voter)")
@@ -252,7 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    args.argv = argv  # as given, for the tools whose errors repeat it (kraft configs, as kafka-configs)
     return args.func(args)
 
 

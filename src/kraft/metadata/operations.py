@@ -441,7 +441,10 @@ def _with_partition_changes(image: MetadataImage, record: MetadataRecord) -> tup
 
 
 def unregister_broker(image: MetadataImage, broker_id: int) -> ControllerResult[None]:
-    broker = _registered(image, broker_id)
+    """UnregisterBrokerRecord, with Kafka's message for a broker that is not registered."""
+    broker = image.broker(broker_id)
+    if broker is None:
+        raise ControllerError(Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {broker_id} is not currently registered")
     return ControllerResult(
         _with_partition_changes(image, UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch)), None
     )

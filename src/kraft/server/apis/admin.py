@@ -36,14 +36,14 @@ from kraft.protocol.build import build_response
 from kraft.protocol.server import Handler
 from kraft.security.acl import CLUSTER_NAME as CLUSTER
 from kraft.security.acl import AclOperation, ResourceType
-from kraft.server.apis import acl_api, scram_api
+from kraft.server.apis import acl_api, quota_api, scram_api
 from kraft.server.apis.context import NodeContext
 from kraft.server.settings.authorization import REFUSED, top_level_refusal
 
 log = logging.getLogger("kraft.server.admin")
 
 CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 33, 37, 44
-BROKER_REGISTRATION, BROKER_HEARTBEAT = 62, 63
+BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
 DEFAULT_PARTITIONS = 1  # num.partitions
 DEFAULT_REPLICATION_FACTOR = 1  # default.replication.factor
 DEFAULT_TIMEOUT_MS = 30_000  # for a request without a timeout of its own (Kafka clients' request.timeout.ms)
@@ -97,6 +97,11 @@ def _resource(resource_type: int, name: str) -> ConfigResource:
     return ConfigResource(ConfigResourceType(resource_type), name)
 
 
+def _as_list(result: ControllerResult[Any]) -> ControllerResult[list[Any]]:
+    """A single operation's result as a one-item list (for `_whole`)."""
+    return ControllerResult(result.records, [result.response])
+
+
 class AdminApi:
     def __init__(self, node: NodeContext) -> None:
         self.node = node
@@ -115,6 +120,8 @@ class AdminApi:
             scram_api.ALTER_USER_SCRAM_CREDENTIALS: (0, 0, self.alter_user_scram_credentials, scram_api.alter_refusal),
             acl_api.CREATE_ACLS: (*acl_api.VERSIONS, self.create_acls, acl_api.create_refusal),
             acl_api.DELETE_ACLS: (*acl_api.VERSIONS, self.delete_acls, acl_api.delete_refusal),
+            quota_api.ALTER_CLIENT_QUOTAS: (*quota_api.VERSIONS, self.alter_client_quotas, quota_api.alter_refusal),
+            UNREGISTER_BROKER: (0, 0, self.unregister_broker, self._unregister_broker_answer),
         }
 
     def register(self, server: KafkaServer) -> None:
@@ -127,6 +134,7 @@ class AdminApi:
         """What any node answers from its own image, on either listener."""
         server.register(scram_api.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, self.describe_user_scram_credentials)
         server.register(acl_api.DESCRIBE_ACLS, *acl_api.VERSIONS, self.describe_acls)
+        server.register(quota_api.DESCRIBE_CLIENT_QUOTAS, *quota_api.VERSIONS, self.describe_client_quotas)
 
     def register_broker_apis(self, server: KafkaServer) -> None:
         server.register(BROKER_REGISTRATION, 0, 3, self.broker_registration)
@@ -380,6 +388,37 @@ class AdminApi:
                                      ErrorCode.cluster_authorization_failed, REFUSED)
         return scram_api.describe(self.node.image, header, request)
 
+    # ---------------------------------------------------------------- client quotas (quota_api.py)
+
+    async def alter_client_quotas(self, header: Any, request: Any) -> Any:
+        if not self.node.authorization.allowed(AclOperation.ALTER_CONFIGS):
+            return quota_api.alter_refusal(header, request, ErrorCode.cluster_authorization_failed, REFUSED)
+        alterations = quota_api.alter_request(request)
+        outcomes = await self._whole(lambda im: quota_api.alter_quotas(im, alterations), len(alterations),
+                                     request.validate_only)
+        return quota_api.alter_response(header, request, [
+            (o.error, o.message) if isinstance(o, Refusal) else o for o in outcomes])
+
+    async def describe_client_quotas(self, header: Any, request: Any) -> Any:
+        if not self.node.authorization.allowed(AclOperation.DESCRIBE_CONFIGS):
+            return quota_api.describe_refusal(header, ErrorCode.cluster_authorization_failed, REFUSED)
+        return quota_api.describe(self.node.image, header, request)
+
+    # ---------------------------------------------------------------- UnregisterBroker (kafka-cluster)
+
+    async def unregister_broker(self, header: Any, request: Any) -> Any:
+        """Kafka's rule: ALTER on the cluster; the registration's removal is committed before
+        the answer. A broker still running registers again at its next heartbeat."""
+        if not self.node.authorization.allowed(AclOperation.ALTER):
+            return self._unregister_broker_answer(header, request, ErrorCode.cluster_authorization_failed, REFUSED)
+        outcome = (await self._whole(lambda im: _as_list(ctl.unregister_broker(im, request.broker_id)), 1))[0]
+        return self._unregister_broker_answer(header, request, **_error_fields(outcome))
+
+    @staticmethod
+    def _unregister_broker_answer(header: Any, request: Any, error_code: ErrorCode, error_message: str | None) -> Any:
+        return build_response(UNREGISTER_BROKER, header.request_api_version, {
+            "throttle_time": timedelta(0), "error_code": error_code, "error_message": error_message})
+
     # ---------------------------------------------------------------- ACLs (acl_api.py)
 
     async def create_acls(self, header: Any, request: Any) -> Any:
@@ -401,10 +440,11 @@ class AdminApi:
             return acl_api.describe_refusal(header, ErrorCode.cluster_authorization_failed, REFUSED)
         return acl_api.describe(self.node.image, header, request)
 
-    async def _whole(self, operation: Callable[[MetadataImage], ControllerResult[list[Any]]], items: int) -> list[Any]:
+    async def _whole(self, operation: Callable[[MetadataImage], ControllerResult[list[Any]]], items: int,
+                     validate_only: bool = False) -> list[Any]:
         """An operation answered per item, whose failure as a whole is every item's."""
         try:
-            return await self._run(operation, DEFAULT_TIMEOUT_MS)
+            return await self._run(operation, DEFAULT_TIMEOUT_MS, validate_only)
         except ControllerError as e:
             return [e] * items
         except NotControllerError as e:

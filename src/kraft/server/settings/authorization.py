@@ -17,9 +17,10 @@ Two places check, as in Kafka:
 - **The admin handlers**, per item, so a forwarded request is decided on the controller by
   the principal its Envelope carries: CreateTopics CREATE on the cluster or the topic,
   DeleteTopics DELETE, CreatePartitions ALTER, AlterConfigs/IncrementalAlterConfigs
-  ALTER_CONFIGS on the topic (the cluster for brokers), CreateAcls/DeleteAcls and
-  AlterUserScramCredentials ALTER on the cluster, DescribeAcls and
-  DescribeUserScramCredentials DESCRIBE on it.
+  ALTER_CONFIGS on the topic (the cluster for brokers), CreateAcls/DeleteAcls,
+  AlterUserScramCredentials and UnregisterBroker ALTER on the cluster, DescribeAcls and
+  DescribeUserScramCredentials DESCRIBE on it, AlterClientQuotas ALTER_CONFIGS and
+  DescribeClientQuotas DESCRIBE_CONFIGS on it.
 """
 
 import dataclasses

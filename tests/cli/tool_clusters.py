@@ -52,6 +52,23 @@ class ToolCluster:
         return KafkaAdminClient(bootstrap_servers=self.cluster.bootstrap_servers(), request_timeout_ms=30000,
                                 **self.kafka_python)
 
+    def login_of(self, user: str, password: str) -> Path:
+        """A --command-config for `user`, made a SCRAM credential (by admin) on the secured
+        cluster: a user no ACL lets do anything."""
+        from kafka.admin import UserScramCredentialUpsertion
+
+        assert self.config is not None, "only the secured cluster has logins"
+        admin = self.admin()
+        try:
+            admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, MECHANISM, password)])
+        finally:
+            admin.close()
+        lines = [line for line in self.config.read_text().splitlines() if not line.startswith("sasl.jaas.config")]
+        lines.append(f'sasl.jaas.config={SCRAM_MODULE} required username="{user}" password="{password}";')
+        path = self.config.with_name(f"{user}.properties")
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
     def brokers_unfenced(self, count: int) -> None:
         """Waits until `count` brokers are registered and unfenced (topics need them)."""
         def ready() -> bool:

@@ -200,19 +200,22 @@ def test_a_kafka_snapshot_shows_the_same_tree(log_dir, tmp_path):
     assert shell("--dir", str(snapshot.parent), "-c", "tree /image").stdout == out.stdout, "a folder with a snapshot only"
 
 
-def test_a_batch_that_does_not_apply_is_skipped_and_counted(tmp_path):
+def test_a_record_that_does_not_apply_is_left_out_and_counted_and_its_batch_applies(tmp_path):
+    """As Kafka's MetadataLoader: the record is logged and left out, the rest goes on."""
     builder = LogBuilder()
     cluster_log(builder)
-    builder.records([r.PartitionChangeRecord(partition_id=0, topic_id=bytes(16), leader=1)], epoch=2)
+    builder.records([r.PartitionChangeRecord(partition_id=0, topic_id=bytes(16), leader=1),
+                     r.TopicRecord(name="beside", topic_id=bytes(range(2, 18)))], epoch=2)
     builder.records([r.TopicRecord(name="after", topic_id=bytes(range(16)))], epoch=2)
     builder.write(tmp_path / "00000000000000000000.log")
     out = shell("--dir", str(tmp_path), "ls", "/image/topics/byName")
-    assert out.returncode == 0 and out.stdout.split() == ["after", "audit", "orders"]
-    assert "skipped the batch at offsets 56..56" in out.stderr
-    assert "1 log batch(es) do not apply to the image and were skipped" in out.stderr
+    assert out.returncode == 0 and out.stdout.split() == ["after", "audit", "beside", "orders"]
+    assert "offset 56: PartitionChange" in out.stderr and "left out of the image" in out.stderr
+    assert ("1 record(s) do not apply to the image and were left out, as Kafka's loader leaves them out: "
+            "1 PartitionChangeRecord") in out.stderr
 
 
-def test_a_transaction_that_does_not_apply_is_skipped_whole_with_the_batch_that_ends_it(tmp_path):
+def test_a_transaction_applies_without_its_record_that_does_not(tmp_path):
     builder = LogBuilder()
     cluster_log(builder)
     builder.records([r.BeginTransactionRecord()], epoch=2)
@@ -222,8 +225,8 @@ def test_a_transaction_that_does_not_apply_is_skipped_whole_with_the_batch_that_
     builder.records([r.TopicRecord(name="after", topic_id=bytes(range(1, 17)))], epoch=2)
     builder.write(tmp_path / "00000000000000000000.log")
     out = shell("--dir", str(tmp_path), "ls", "/image/topics/byName")
-    assert out.returncode == 0 and out.stdout.split() == ["after", "audit", "orders"]
-    assert "skipped the batch at offsets 59..59" in out.stderr and "record at offset 58" in out.stderr
+    assert out.returncode == 0 and out.stdout.split() == ["after", "audit", "half", "orders"]
+    assert "offset 58: PartitionChange" in out.stderr
 
 
 @pytest.mark.parametrize("glob, matches, misses", [

@@ -51,10 +51,12 @@ def test_the_snapshot_view_at_an_offset_is_the_image_at_that_offset(spark, metad
         rows = read(spark, metadata.path, **options).collect()
         state = [r for r in rows if r.offset < end]
         log = [r for r in rows if r.offset >= end]
-        assert {(r.offset, r.leaderEpoch, r.isControl) for r in state} == {(end - 1, epoch, False)}
-        assert len(state) == metadata.images[end].record_count()
+        assert {(r.offset, r.leaderEpoch) for r in state} == {(end - 1, epoch)}
+        assert state[0].isControl and state[-1].isControl, "the snapshot's header first, its footer last"
+        data = [r for r in state if not r.isControl]
+        assert len(data) == metadata.images[end].record_count()
         assert [r.offset for r in log] == list(range(end, at))
-        image = image_from_records((decode_record(r.value) for r in state), offset=end - 1, epoch=epoch)
+        image = image_from_records((decode_record(r.value) for r in data), offset=end - 1, epoch=epoch)
         data = [decode_record(r.value) for r in log if not r.isControl]
         image = apply_records(image, data, offset=at - 1, epoch=metadata.images[at].epoch)
         assert image == metadata.images[at]
@@ -126,9 +128,11 @@ def test_earliest_starts_with_the_snapshot_that_ends_where_the_log_starts(spark,
     rows = read(spark, path).collect()
     state = [r for r in rows if r.offset < start]
     assert {(r.offset, r.leaderEpoch) for r in state} == {(start - 1, image.epoch)}
-    assert len(state) == image.record_count() and [r.offset for r in rows[len(state):]] == list(
+    assert len([r for r in state if not r.isControl]) == image.record_count()
+    assert [r.offset for r in rows[len(state):]] == list(
         range(start, max(metadata.images)))
-    rebuilt = image_from_records((decode_record(r.value) for r in state), offset=start - 1, epoch=image.epoch)
+    rebuilt = image_from_records((decode_record(r.value) for r in state if not r.isControl), offset=start - 1,
+                                 epoch=image.epoch)
     data = [decode_record(r.value) for r in rows[len(state):] if not r.isControl]
     assert apply_records(rebuilt, data, offset=metadata.image.offset, epoch=metadata.image.epoch) == metadata.image
 

@@ -162,8 +162,10 @@ def test_the_snapshot_view_starts_with_the_snapshots_rows(spark, kafka):
     end = snapshot.snapshot_id.end_offset
     rows = collected(read(spark, kafka.root, startingOffsets="snapshot"))
     state = [r for r in rows if r["snapshot"] is not None]
-    assert len(state) == len(kafka.snapshot_rows)
-    check_history(state, kafka.snapshot_rows)  # one task, in the snapshot's order
+    assert (state[0]["type"], state[-1]["type"]) == ("SNAPSHOT_HEADER", "SNAPSHOT_FOOTER")
+    data = [r for r in state if not r["isControl"]]
+    assert len(data) == len(kafka.snapshot_rows)
+    check_history(data, kafka.snapshot_rows)  # one task, in the snapshot's order
     check_history([r for r in rows if r["snapshot"] is None], [e for e in kafka.rows if e.offset >= end])
 
 
@@ -171,8 +173,11 @@ def test_a_snapshot_only_directory_reads_its_snapshot(spark, kafka, tmp_path):
     """A backup of snapshots alone (no segments): "earliest" is the latest snapshot."""
     root = snapshot_only(kafka, tmp_path / "backup")
     for path in (root, root / PARTITION_DIR):
-        check_history(collected(read(spark, path)), kafka.snapshot_rows)
-        assert spark.read.format("kraft-files").load(str(path)).count() == len(kafka.snapshot_rows)
+        rows = collected(read(spark, path))
+        assert (rows[0]["type"], rows[-1]["type"]) == ("SNAPSHOT_HEADER", "SNAPSHOT_FOOTER")
+        check_history([r for r in rows if not r["isControl"]], kafka.snapshot_rows)
+        plain = spark.read.format("kraft-files").load(str(path))
+        assert plain.where("NOT isControl").count() == len(kafka.snapshot_rows)
 
 
 def test_unknown_decode_values_are_refused(spark, kafka):
@@ -205,6 +210,9 @@ def test_every_row_is_what_dump_log_prints_for_a_directory_laid_out_by_kafka(spa
     image = cluster_image(tmp_path / "image")
     snapshot = write_kafka_snapshot(tmp_path / "backup" / PARTITION_DIR, image, epoch=2)
     rows = collected(read(spark, tmp_path / "backup"))
-    assert len(rows) == image.record_count() and {row["offset"] for row in rows} == {image.offset}
+    assert [row["type"] for row in rows if row["isControl"]] == [
+        "SNAPSHOT_HEADER", "KRAFT_VERSION", "KRAFT_VOTERS", "SNAPSHOT_FOOTER"], "Kafka's layout, row for row"
+    assert len([row for row in rows if not row["isControl"]]) == image.record_count()
+    assert {row["offset"] for row in rows} == {image.offset}
     assert {(row["snapshot"]["endOffset"], row["snapshot"]["epoch"]) for row in rows} == {(image.offset + 1, 2)}
     assert metadata_image(str(snapshot.parent.parent)).digest() == image.digest()

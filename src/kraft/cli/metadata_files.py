@@ -7,16 +7,20 @@ a directory with neither snapshots nor segments is an error, not an empty image.
 written: no recovery, no cleanup of the directory. The log is read to its end, so the image
 may include records not yet committed, as with Kafka's shell.
 
-A tool must show what it can, so unlike a replica (which stops, as Kafka's loader does):
+A tool must show what Kafka's tools show, so unlike a replica (which stops):
 
 * a record that does not decode (a type or version newer than kraft, or a damaged value)
   is left out of the image, as if it were a NoOpRecord, and reported on stderr;
-* a log batch that does not apply to the image before it (a record that contradicts it) is
-  skipped whole and reported; a transaction's records are checked at its end, so a
-  transaction that does not apply is dropped whole with the batch that ends it, as if it
-  had been aborted.
+* a record that does not apply to the image before it (a removal of an ACL that is not
+  there, say) is left out and the rest of its batch applies, as Kafka's MetadataLoader
+  logs such a record and goes on; removals of SCRAM credentials, delegation tokens and
+  controllers that are not there change nothing, as in Kafka;
+* a snapshot is replayed as a log is (kafka-metadata-shell --snapshot reads it so), so a
+  transaction inside it applies at its end and an aborted one leaves no trace;
+* a log batch that breaks the transactions' structure (an End without a Begin) is skipped
+  whole and reported.
 
-Both are counted and the counts printed once the image is loaded. Bytes that are not a log
+Each is counted, by kind and record type, and the counts printed once the image is loaded. Bytes that are not a log
 (a bad CRC, a torn or malformed batch, a snapshot that does not validate) stop the load with
 one line naming the file and the position.
 
@@ -27,12 +31,13 @@ shows and kraft's image does not keep.
 
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from kraft.metadata import MetadataCache, MetadataImage, decode_record, encode_record
-from kraft.metadata.metadata_errors import MetadataError, MetadataRecordError, ReplayError
-from kraft.metadata.records import NoOpRecord
+from kraft.metadata.metadata_errors import InvalidRecordError, MetadataError, MetadataRecordError, ReplayError
+from kraft.metadata.records import MetadataRecord, NoOpRecord
 from kraft.records import Record, RecordBatch, RecordError, SimpleRecord, iter_file_batches
 from kraft.storage.snapshot import CHECKPOINT_SUFFIX, SnapshotReader, parse_snapshot_file_name
 from kraft.storage.storage_errors import SnapshotError
@@ -58,10 +63,12 @@ class ImageLoader:
 
     def __init__(self, prog: str) -> None:
         self.prog = prog
-        self.cache = MetadataCache()
+        self.cache = MetadataCache(on_unapplied=self._unapplied)
         self.time_ms = -1  # append time of the last batch in the image (Kafka's provenance)
         self.undecodable = 0  # records left out: they do not decode
-        self.skipped = 0  # log batches left out: they do not apply
+        self.unapplied: Counter[str] = Counter()  # records left out, by type: they do not apply
+        self.skipped = 0  # log batches left out: they break the transactions' structure
+        self._file = Path()  # the file being read, for the warnings
 
     @property
     def image(self) -> MetadataImage:
@@ -71,12 +78,21 @@ class ImageLoader:
         if count <= _WARNINGS_SHOWN:
             print(f"{self.prog}: {message}", file=sys.stderr)
 
+    def _unapplied(self, offset: int, record: MetadataRecord, error: InvalidRecordError) -> None:
+        kind = type(record).__name__
+        self.unapplied[kind] += 1
+        self._warn(sum(self.unapplied.values()), f"{self._file}: offset {offset}: {error}; left out of the image")
+
     def summary(self) -> Iterator[str]:
         """What the load left out, for stderr."""
         if self.undecodable:
             yield f"{self.undecodable} record(s) do not decode and were left out of the image"
+        if self.unapplied:
+            kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(self.unapplied.items()))
+            yield (f"{sum(self.unapplied.values())} record(s) do not apply to the image and were left out, as "
+                   f"Kafka's loader leaves them out: {kinds}")
         if self.skipped:
-            yield f"{self.skipped} log batch(es) do not apply to the image and were skipped"
+            yield f"{self.skipped} log batch(es) break the transactions' structure and were skipped"
 
     def _decodable(self, records: Iterable[Record], path: Path) -> Iterator[Record | SimpleRecord]:
         """The records, each that does not decode replaced by a NoOpRecord (offsets kept)."""
@@ -92,6 +108,7 @@ class ImageLoader:
 
     def snapshot(self, path: Path) -> None:
         """Replaces the image with the snapshot's."""
+        self._file = path
         try:
             reader = SnapshotReader.open(path, parse_snapshot_file_name(path.name))
             sid = reader.snapshot_id
@@ -102,6 +119,7 @@ class ImageLoader:
 
     def segment(self, segment: Path) -> None:
         """Every batch of one .log segment past the image's offset, in order."""
+        self._file = segment
         fd = os.open(segment, os.O_RDONLY)
         try:
             for h in iter_file_batches(fd, partial_tail="stop"):

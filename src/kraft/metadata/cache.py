@@ -15,9 +15,15 @@ where it was before the Begin (records before the Begin in its batch apply on th
 so that image may end inside a batch: `batch_aligned` says whether a snapshot may be taken
 of it). A record that does not decode or contradicts the image stops the replay with a
 ReplayError naming its offset, as Kafka's loader stops.
+
+The file tools read other nodes' files as Kafka's tools read them, and a cache given
+`on_unapplied` does so: a record that contradicts the image is left out (the rest of its
+batch applies) and handed to `on_unapplied` with why, as Kafka's MetadataLoader logs such a
+record and goes on; and a snapshot is replayed as a log is, so a transaction in it applies
+at its end. A replica's own cache has no `on_unapplied`: it stops.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kraft.metadata.collector import collector_paused
 from kraft.metadata.delta import MetadataDelta
@@ -39,9 +45,34 @@ from kraft.metadata.records import (
 from kraft.metadata.serde import decode_record
 from kraft.statemachine.changed_records import ChangedRecords
 
+Unapplied = Callable[[int, MetadataRecord, InvalidRecordError], None]  # offset, record, why
+
+
+class _Delta:
+    """A delta being built and, when replaying tolerantly, the records it holds: to leave a
+    record out, the delta is built again without it (a record that fails may have changed
+    the delta before failing)."""
+
+    def __init__(self, image: MetadataImage, on_unapplied: Unapplied | None) -> None:
+        self.image, self.delta, self.held = image, MetadataDelta(image), list[MetadataRecord]()
+        self.on_unapplied = on_unapplied
+
+    def replay(self, record: MetadataRecord, offset: int) -> None:
+        try:
+            self.delta.replay(record)
+        except InvalidRecordError as e:
+            if self.on_unapplied is None:
+                raise ReplayError(offset, e) from e
+            self.on_unapplied(offset, record, e)
+            self.delta = MetadataDelta(self.image).replay_all(self.held)
+            return
+        if self.on_unapplied is not None:
+            self.held.append(record)
+
 
 class MetadataCache:
-    def __init__(self) -> None:
+    def __init__(self, on_unapplied: Unapplied | None = None) -> None:
+        self.on_unapplied = on_unapplied  # None: a replica's cache, which stops (see above)
         self._image = MetadataImage()
         self.changes = ChangedRecords()
         self._next_offset = 0  # the offset the next batch must start at
@@ -115,7 +146,7 @@ class MetadataCache:
         Nothing of the cache's changes here: a batch that raises leaves it as it was, an
         open transaction included (its records are kept apart, and replayed at its end)."""
         image, aligned, changed = self._image, self._aligned, set()
-        delta = MetadataDelta(image)
+        delta = _Delta(image, self.on_unapplied)
         pending = None if self._transaction is None else list(self._transaction)
         replayed = False  # records of this batch in `delta`
         for offset, r in enumerate(records, base_offset):
@@ -128,26 +159,26 @@ class MetadataCache:
                 if pending is not None:
                     raise ReplayError(offset, "a BeginTransactionRecord inside a transaction")
                 if replayed:  # what came before it in this batch applies on its own
-                    image, aligned = delta.apply(offset - 1, epoch), False
-                    changed |= delta.changed
-                    delta, replayed = MetadataDelta(image), False
+                    image, aligned = delta.delta.apply(offset - 1, epoch), False
+                    changed |= delta.delta.changed
+                    delta, replayed = _Delta(image, self.on_unapplied), False
                 pending = []
             elif kind is EndTransactionRecord or kind is AbortTransactionRecord:
                 if pending is None:
                     raise ReplayError(offset, f"a {kind.__name__} without a BeginTransactionRecord")
                 if kind is EndTransactionRecord:
                     for at, held in pending:
-                        _replay_one(delta, held, at)
+                        delta.replay(held, at)
                     replayed = replayed or bool(pending)
                 pending = None
             elif pending is not None:
                 pending.append((offset, record))
             else:
-                _replay_one(delta, record, offset)
+                delta.replay(record, offset)
                 replayed = True
         if pending is not None:
             return image, tuple(pending), aligned, changed
-        return delta.apply(last_offset, epoch), None, True, changed | delta.changed
+        return delta.delta.apply(last_offset, epoch), None, True, changed | delta.delta.changed
 
     def advance(self, *, base_offset: int, last_offset: int, epoch: int) -> None:
         """Moves past a batch that holds no metadata (a control batch: LeaderChange), so the
@@ -159,10 +190,20 @@ class MetadataCache:
 
     def load_snapshot(self, records: Iterable[HasValue], *, end_offset: int, epoch: int) -> MetadataImage:
         """Replaces the image with the snapshot (end_offset, epoch); the next batch must
-        start at end_offset. The image is swapped only once every record has loaded."""
-        self._image = load_snapshot(records, end_offset=end_offset, epoch=epoch)
+        start at end_offset. The image is swapped only once every record has loaded. A
+        tolerant cache replays the snapshot's records as a log's (Kafka's shell reads a
+        snapshot so), a transaction left open at its end going on into the log after it."""
+        if self.on_unapplied is None:
+            self._image, transaction = load_snapshot(records, end_offset=end_offset, epoch=epoch), None
+        else:
+            self._image, self._transaction = MetadataImage(), None
+            with collector_paused():
+                try:
+                    self._image, transaction, _, _ = self._replay(records, 0, end_offset - 1, epoch)
+                except (MetadataRecordError, InvalidRecordError) as e:
+                    raise ReplayError(0, e) from e
         self._next_offset = end_offset
-        self._transaction, self._aligned = None, True
+        self._transaction, self._aligned = transaction, True
         self.changes.loaded(end_offset, self._image.record_count())
         return self._image
 
@@ -173,10 +214,3 @@ class MetadataCache:
     @property
     def changed_ratio(self) -> float:
         return self.changes.ratio
-
-
-def _replay_one(delta: MetadataDelta, record: MetadataRecord, offset: int) -> None:
-    try:
-        delta.replay(record)
-    except InvalidRecordError as e:
-        raise ReplayError(offset, e) from e

@@ -58,6 +58,7 @@ from kraft.metadata.image import (
     ScramCredential,
     TopicImage,
     intern_ids,
+    kafka_uuid_order,
     merged,
 )
 from kraft.metadata.metadata_errors import InvalidRecordError
@@ -269,7 +270,7 @@ class MetadataDelta:
     def _register_broker(self, r: RegisterBrokerRecord) -> None:
         registration = BrokerRegistration(
             r.broker_id, r.broker_epoch, r.incarnation_id, r.end_points, r.features, r.rack, r.fenced,
-            r.in_controlled_shutdown, r.is_migrating_zk_broker, r.log_dirs,
+            r.in_controlled_shutdown, r.is_migrating_zk_broker, kafka_uuid_order(r.log_dirs),
         )
         self._set_broker(r.broker_id, registration)
 
@@ -286,7 +287,7 @@ class MetadataDelta:
             raise InvalidRecordError(
                 f"BrokerRegistrationChange: in_controlled_shutdown value {r.in_controlled_shutdown} is not 0 or 1")
         if r.log_dirs:
-            changes["log_dirs"] = r.log_dirs
+            changes["log_dirs"] = kafka_uuid_order(r.log_dirs)
         if changes:
             self._set_broker(r.broker_id, broker._replace(**changes))
 

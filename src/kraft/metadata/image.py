@@ -104,6 +104,14 @@ class TopicImage(NamedTuple):
     partitions: tuple[PartitionRegistration, ...]  # indexed by partition id
 
 
+def kafka_uuid_order(uuids: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """`uuids` in Kafka's Uuid.compareTo order, as its BrokerRegistration keeps log
+    directories: by the most significant long, then the least, each signed (so a Uuid whose
+    first byte is 0x80 or above sorts before 0x00...)."""
+    return tuple(sorted(uuids, key=lambda u: (int.from_bytes(u[:8], "big", signed=True),
+                                              int.from_bytes(u[8:], "big", signed=True))))
+
+
 class BrokerRegistration(NamedTuple):
     id: int
     epoch: int

@@ -64,9 +64,10 @@ class FilePiece(InputPartition):
 
 
 def piece_batches(piece: Slice | SnapshotFile, view: View) -> Iterator[RecordBatch]:
-    """The batches of one piece of `view`, each checked (see logdir)."""
+    """The batches of one piece of `view`, each checked (see logdir); a snapshot's control
+    batches too, so its first row is its SnapshotHeader and its last its SnapshotFooter."""
     if isinstance(piece, SnapshotFile):
-        return open_snapshot(piece).batches()
+        return open_snapshot(piece).batches(control=True)
     return read_slice(piece, view.low, view.high)
 
 

@@ -1,10 +1,12 @@
 """The metadata image at an offset, from a partition directory, as Spark tables.
 
-`metadata_image(dir, ending_offset)` builds the image the way a replica does (KIP-630): the
-latest snapshot ending at or before the offset, loaded with `kraft.metadata.load_snapshot`,
-then every batch of the log from the snapshot's end up to the offset, applied whole through
-`MetadataCache` (control batches only take their offsets), by Kafka's replay rules: the
-records of an aborted transaction leave no trace. The offset is exclusive and must be a
+`metadata_image(dir, ending_offset)` builds the image the way Kafka's tools do (KIP-630): the
+latest snapshot ending at or before the offset, then every batch of the log from the
+snapshot's end up to the offset, through `MetadataCache` (control batches only take their
+offsets), by Kafka's replay rules: the records of an aborted transaction leave no trace, a
+snapshot replays as a log (a transaction inside it applies at its end), and a record that
+does not apply to the image (a removal of an ACL that is not there) is left out, as Kafka's
+loader leaves it, and counted in a warning of the `kraft.spark.metadata_view` logger. The offset is exclusive and must be a
 batch boundary: an image exists only between batches. The result is the image as of
 `ending_offset - 1` (its `offset`), or of the log's end by default. `dir` is a
 `metadata.log.dir` or the `__cluster_metadata-0` directory in it.
@@ -38,6 +40,8 @@ every table; the "kraft-metadata" source reads one table (`option("table", ...)`
 task, for SQL and for readers that want only one table.
 """
 
+import logging
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import chain, repeat
 from operator import attrgetter
@@ -63,6 +67,8 @@ from kraft.spark.json_columns import uuid_lists, uuid_strings
 from kraft.spark.logdir import LogDirectory, LogDirError, named, open_snapshot, read_slice
 from kraft.spark.options import Options
 from kraft.spark.rows import arrow_schema, struct_of
+
+log = logging.getLogger("kraft.spark.metadata_view")
 
 _IDS = ArrayType(IntegerType(), False)
 _UUIDS = ArrayType(StringType(), False)
@@ -155,9 +161,11 @@ _SCRAM_MECHANISMS = ("UNKNOWN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 def metadata_image(path: str, ending_offset: int | None = None) -> MetadataImage:
     """The image as of `ending_offset - 1` (the log's end by default): the latest snapshot
     ending at or before it, then the log after that snapshot. Damage raises with the file's
-    name; a batch that does not apply raises LogDirError naming the file and its offsets."""
+    name; a batch that breaks the transactions' structure raises LogDirError naming the file
+    and its offsets; records that do not apply are left out and counted in one warning."""
     view = LogDirectory(path).plan_view(from_snapshot=True, high=ending_offset)
-    cache = MetadataCache()
+    unapplied: Counter[str] = Counter()
+    cache = MetadataCache(on_unapplied=lambda offset, record, error: unapplied.update([type(record).__name__]))
     if view.snapshot is not None:
         sid = view.snapshot.snapshot_id
         try:
@@ -179,6 +187,10 @@ def metadata_image(path: str, ending_offset: int | None = None) -> MetadataImage
                     f"{piece.path}: the batch at offsets {h.base_offset}..{h.last_offset} (position {h.position}) "
                     f"does not apply to the metadata image: {e}"
                 ) from None
+    if unapplied:
+        log.warning("%s: %d record(s) do not apply to the image and were left out, as Kafka's loader leaves them "
+                    "out: %s", path, sum(unapplied.values()),
+                    ", ".join(f"{n} {kind}" for kind, n in sorted(unapplied.items())))
     return cache.image
 
 

@@ -203,10 +203,12 @@ class SnapshotReader:
         without decoding its records; raises CorruptSnapshotError naming where."""
         deque(self._walk(), maxlen=0)
 
-    def batches(self) -> Iterator[RecordBatch]:
-        """The state machine's batches (control batches left out), each checked when yielded."""
+    def batches(self, control: bool = False) -> Iterator[RecordBatch]:
+        """The state machine's batches, each checked when yielded; with `control`, the
+        control batches too (the header first, the Raft layer's records, the footer last),
+        as a reader of the file's rows wants them."""
         for h in self._walk():
-            if not h.is_control:
+            if control or not h.is_control:
                 yield RecordBatch(h, self._view[h.position : h.position + h.size])
 
     def raft_messages(self) -> list[ControlMessage]:

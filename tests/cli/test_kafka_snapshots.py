@@ -14,7 +14,7 @@ import pytest
 
 from kraft.metadata import MetadataCache, uuid_str
 from kraft.metadata import records as r
-from kraft.metadata.errors import MetadataError
+from kraft.metadata.metadata_errors import MetadataError
 from kraft.records import SnapshotFooterRecord, SnapshotHeaderRecord
 from kraft.storage.snapshot import SnapshotId, SnapshotReader
 from tests.cli.kafka_files import KRAFT_VERSION, TIME, VOTERS, LogBuilder, register_broker, uuid

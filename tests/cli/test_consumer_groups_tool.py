@@ -8,7 +8,7 @@ import json
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,19 @@ def coordinator_of(tools, group: str) -> str:
 
 
 @contextmanager
+def polling(poll: Callable[[], object]) -> Iterator[None]:
+    """Keeps a member in its group (its heartbeats and polls) until the block ends."""
+    stop = threading.Event()
+    keeper = threading.Thread(target=lambda: [poll() for _ in iter(stop.is_set, True)])
+    keeper.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        keeper.join()
+
+
+@contextmanager
 def kafka_python_member(tools, group: str, client_id: str) -> Iterator[int]:
     """A kafka-python member that committed the offset after its fifth record and stays."""
     from kafka import KafkaConsumer, TopicPartition
@@ -91,7 +104,6 @@ def kafka_python_member(tools, group: str, client_id: str) -> Iterator[int]:
     consumer = KafkaConsumer(bootstrap_servers=tools.cluster.bootstrap_servers(), group_id=group,
                              client_id=client_id, enable_auto_commit=False, auto_offset_reset="earliest",
                              **tools.kafka_python)
-    stop = threading.Event()
     try:
         consumer.subscribe([TOPIC])
         records: list[Any] = []
@@ -100,13 +112,9 @@ def kafka_python_member(tools, group: str, client_id: str) -> Iterator[int]:
         consumer.pause(tp)
         committed = records[4].offset + 1
         consumer.commit({tp: OffsetAndMetadata(committed, "", records[4].leader_epoch)})
-        keeper = threading.Thread(target=lambda: [consumer.poll(timeout_ms=200) for _ in iter(stop.is_set, True)])
-        keeper.start()
-        yield committed
-        stop.set()
-        keeper.join()
+        with polling(lambda: consumer.poll(timeout_ms=200)):
+            yield committed
     finally:
-        stop.set()
         consumer.close()
 
 
@@ -118,7 +126,6 @@ def confluent_member(tools, group: str, client_id: str) -> Iterator[int]:
     consumer = Consumer({"bootstrap.servers": tools.cluster.bootstrap_servers(), "group.id": group,
                          "client.id": client_id, "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "session.timeout.ms": 10000})
-    stop = threading.Event()
     try:
         consumer.subscribe([TOPIC])
         records: list[Any] = []
@@ -133,13 +140,9 @@ def confluent_member(tools, group: str, client_id: str) -> Iterator[int]:
         consumer.pause([tp])
         committed = records[2].offset() + 1
         consumer.commit(offsets=[TopicPartition(TOPIC, 0, committed)], asynchronous=False)
-        keeper = threading.Thread(target=lambda: [consumer.poll(0.2) for _ in iter(stop.is_set, True)])
-        keeper.start()
-        yield committed
-        stop.set()
-        keeper.join()
+        with polling(lambda: consumer.poll(0.2)):
+            yield committed
     finally:
-        stop.set()
         consumer.close()
 
 

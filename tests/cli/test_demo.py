@@ -57,6 +57,21 @@ def test_the_demo_runs_and_every_node_agrees(tmp_path):
                  "demo finished in"):
         assert step in out.stdout, f"missing {step!r} in the demo's output"
     assert_the_group_step(out.stdout)
+    assert_the_last_picture(out.stdout)
+
+
+def assert_the_last_picture(stdout: str) -> None:
+    """The image from a node's files is shown at the offset the live log was read to, where
+    the brokers are unfenced (at the files' end every node's controlled shutdown has fenced
+    them all), or says why not."""
+    live = re.search(r'spark\.read\.format\("kraft"\): \d+ committed records, up to offset (\d+)', stdout)
+    assert live, stdout[-3000:]
+    tail = stdout[live.end():]
+    if f"files at offset {live[1]}, where the live log above ends" in tail:
+        brokers = tail[tail.index("|brokerId|"):].split("\n")[2:5]
+        assert all("|false |" in line or "|false|" in line for line in brokers), brokers
+    else:
+        assert "every broker is fenced and every leader -1 because each node's controlled shutdown" in tail
 
 
 @pytest.mark.timeout(DEMO_TIMEOUT_S + 60)
@@ -78,3 +93,4 @@ def test_the_secure_demo_runs_refuses_what_it_must_and_every_node_agrees(tmp_pat
                  "task(s); as reader over SASL_SSL", "orders-000", "demo finished in"):
         assert step in out.stdout, f"missing {step!r} in the secure demo's output"
     assert_the_group_step(out.stdout)
+    assert_the_last_picture(out.stdout)

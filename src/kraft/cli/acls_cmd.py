@@ -17,14 +17,13 @@ stdout; both exit 1.
 """
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kraft.cli import kafka_options as opts
-from kraft.cli.admin_client import Admin, bootstrap_of
+from kraft.cli.admin_client import Admin, bootstrap_of, run_tool
 from kraft.cli.admin_connection import ToolError, UsageError, read_command_config
 from kraft.cli.kafka_errors import KafkaError, check
 from kraft.cli.output import quiet_on_broken_pipe
@@ -323,18 +322,10 @@ async def _run(args: argparse.Namespace) -> None:
             await list_acls(admin, args)
 
 
+def _failed(e: KafkaError | ToolError) -> None:
+    print(f"Error while executing ACL command: {e.java() if isinstance(e, KafkaError) else e}")
+
+
 @quiet_on_broken_pipe
 def main(args: argparse.Namespace) -> int:
-    try:
-        check_args(args)
-        asyncio.run(_run(args))
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except KafkaError as e:
-        print(f"Error while executing ACL command: {e.java()}")
-        return 1
-    except ToolError as e:
-        print(f"Error while executing ACL command: {e}")
-        return 1
-    return 0
+    return run_tool(args, check_args, _run, _failed)

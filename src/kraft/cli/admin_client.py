@@ -8,8 +8,10 @@ controller, named by DescribeCluster with the controllers' endpoint type, and re
 to the one asked first (kraft's controllers forward admin writes to the active one).
 """
 
+import argparse
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -17,6 +19,7 @@ from kraft.cli.admin_connection import (
     UNREACHABLE,
     ClientSettings,
     NodeConnection,
+    Reported,
     ToolError,
     UsageError,
     first_answering,
@@ -148,3 +151,23 @@ class Admin:
             if found.error_code not in (14, 15) or asyncio.get_running_loop().time() >= deadline:
                 check(found.error_code, found.error_message)
             await asyncio.sleep(0.1)
+
+
+def run_tool(args: argparse.Namespace, check: Callable[[argparse.Namespace], None],
+             work: Callable[[argparse.Namespace], Coroutine[Any, Any, None]],
+             failed: Callable[[KafkaError | ToolError], None]) -> int:
+    """A tool's run and its exit status: Kafka's usage line on stderr, an error the tool
+    has printed already (Reported), or `failed` printing one as Kafka's tool does; 1 for
+    each, never a traceback."""
+    try:
+        check(args)
+        asyncio.run(work(args))
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return 1
+    except Reported:
+        return 1
+    except (KafkaError, ToolError) as e:
+        failed(e)
+        return 1
+    return 0

@@ -31,6 +31,10 @@ class ToolError(Exception):
     """What went wrong, in one line for the operator."""
 
 
+class Reported(Exception):
+    """The tool has printed its error as Kafka's tool prints it (and Kafka's may exit 0)."""
+
+
 @dataclass(frozen=True)
 class ClientSettings:
     """What a tool takes from --command-config (Kafka's admin client properties)."""

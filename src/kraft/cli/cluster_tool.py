@@ -10,12 +10,11 @@ stderr, Kafka's exception as ClusterTool prints it, exit 1.
 """
 
 import argparse
-import asyncio
 import sys
 from typing import Any
 
-from kraft.cli.admin_client import Admin, bootstrap_of
-from kraft.cli.admin_connection import ToolError, UsageError, read_command_config
+from kraft.cli.admin_client import Admin, bootstrap_of, run_tool
+from kraft.cli.admin_connection import ToolError, read_command_config
 from kraft.cli.kafka_errors import KafkaError, check
 
 UNREGISTER_BROKER = 64
@@ -54,16 +53,11 @@ async def _run(args: argparse.Namespace) -> None:
         print(f"Broker {args.id} is no longer registered.")
 
 
+def _failed(e: KafkaError | ToolError) -> None:
+    """ClusterTool prints the exception's message: for an error the cluster answered, the
+    ExecutionException's, which is its cause as Java prints it."""
+    print(e.java() if isinstance(e, KafkaError) else e, file=sys.stderr)
+
+
 def main(args: argparse.Namespace) -> int:
-    try:
-        asyncio.run(_run(args))
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except KafkaError as e:
-        print(e.java(), file=sys.stderr)  # ExecutionException.getMessage(): the cause as Java prints it
-        return 1
-    except ToolError as e:
-        print(e, file=sys.stderr)
-        return 1
-    return 0
+    return run_tool(args, lambda _: None, _run, _failed)

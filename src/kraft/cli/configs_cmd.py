@@ -19,14 +19,13 @@ prints it, `Error while executing config command with args '...'` and the except
 """
 
 import argparse
-import asyncio
 import re
 import sys
 from typing import Any
 
 from kraft.cli import configs_quotas
 from kraft.cli import kafka_options as opts
-from kraft.cli.admin_client import Admin, bootstrap_of
+from kraft.cli.admin_client import Admin, bootstrap_of, run_tool
 from kraft.cli.admin_connection import ToolError, UsageError, read_command_config, read_properties
 from kraft.cli.config_entries import BROKER, BROKER_LOGGER, SOURCES, TOPIC, describe_resources
 from kraft.cli.groups_client import list_groups
@@ -253,19 +252,18 @@ async def _run(args: argparse.Namespace, types: list[str], names: list[str]) -> 
         print(f"Completed updating default config for {head} in the cluster.")
 
 
+async def _run_paired(args: argparse.Namespace) -> None:
+    """ConfigCommand pairs users before clients, their names with them."""
+    types, names = entity_types(args), entity_names(args)
+    if set(types) == {"users", "clients"} and types[0] == "clients":
+        types, names = types[::-1], names[::-1] if len(names) == 2 else names
+    await _run(args, types, names)
+
+
 @quiet_on_broken_pipe
 def main(args: argparse.Namespace) -> int:
-    try:
-        check_args(args)
-        types, names = entity_types(args), entity_names(args)
-        if set(types) == {"users", "clients"} and types[0] == "clients":  # ConfigCommand pairs users first
-            types, names = types[::-1], names[::-1] if len(names) == 2 else names
-        asyncio.run(_run(args, types, names))
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except (KafkaError, ToolError) as e:
+    def failed(e: KafkaError | ToolError) -> None:
         line = f"java.util.concurrent.ExecutionException: {e.java()}" if isinstance(e, KafkaError) else str(e)
         print(f"Error while executing config command with args '{' '.join(args.argv[1:])}'\n{line}", file=sys.stderr)
-        return 1
-    return 0
+
+    return run_tool(args, check_args, _run_paired, failed)

@@ -317,11 +317,25 @@ def spark_step(cluster: LocalCluster, node_id: int, security: DemoSecurity | Non
                          "kafka.sasl.*)" if security else ""))
         kraft.spark.demo_frames.show_log(log)
         cluster.stop()
+        # At `end`, the state the live tables show (at the files' end the nodes' controlled
+        # shutdown has fenced every broker and left every partition without a leader), from
+        # the first node whose files still reach it, `node_id` first: retention may have moved
+        # a node's log start past it.
+        candidates = [node_id, *(n for n in cluster.nodes if n != node_id)]
+        node_id = next((n for n in candidates
+                        if kraft.spark.demo_frames.image_offset(str(cluster.nodes[n].partition_dir), end) == end),
+                       node_id)
         path = cluster.nodes[node_id].partition_dir
-        # At the end of the node's files, not at `end`: the cluster went on writing while
-        # Spark read, and retention may have moved the log start (and its snapshots) past it.
-        console.print(f"the metadata image from node {node_id}'s files (its latest snapshot and the log after it), "
-                      f"read once the cluster stopped:")
-        kraft.spark.demo_frames.show_image(spark, str(path))
+        at = kraft.spark.demo_frames.image_offset(str(path), end)
+        if at == end:
+            console.print(f"the metadata image from node {node_id}'s files at offset {end}, where the live log above "
+                          "ends (the latest snapshot at or before it, then the log up to it), read once the cluster "
+                          "stopped:")
+        else:
+            console.print(f"the metadata image from node {node_id}'s files at their end (offset {end} is in no "
+                          "node's files: retention moved the log start past it), read once the cluster stopped; every "
+                          "broker is fenced and every leader -1 because each node's controlled shutdown said so "
+                          "before it stopped (a fenced BrokerRegistrationChange, PartitionChanges), as in Kafka:")
+        kraft.spark.demo_frames.show_image(spark, str(path), ending_offset=at)
     finally:
         spark.stop()

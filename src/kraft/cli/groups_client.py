@@ -36,10 +36,6 @@ ASSIGNMENTS = (AssignmentV0, AssignmentV1, AssignmentV2, AssignmentV3)
 TopicPartition = tuple[str, int]
 
 
-class Failed(Exception):
-    """Kafka's tool printed an `Error:` line (and, unlike kraft's, exited 0)."""
-
-
 @dataclass(frozen=True)
 class Member:
     member_id: str

@@ -19,18 +19,16 @@ printing such an error; this one exits 1, so a script can tell (docs/architectur
 """
 
 import argparse
-import asyncio
 import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
 from kraft.cli import groups_reset
 from kraft.cli import kafka_options as opts
-from kraft.cli.admin_client import Admin, bootstrap_of
-from kraft.cli.admin_connection import ToolError, UsageError, read_command_config
+from kraft.cli.admin_client import Admin, bootstrap_of, run_tool
+from kraft.cli.admin_connection import Reported, ToolError, UsageError, read_command_config
 from kraft.cli.groups_client import (
     LATEST,
-    Failed,
     Group,
     TopicPartition,
     committed,
@@ -283,7 +281,7 @@ async def describe(admin: Admin, args: argparse.Namespace) -> None:
         else:
             print_offsets(group, await offset_rows(admin, group))
     if any(g.state == "Dead" for g in groups):
-        raise Failed()
+        raise Reported()
 
 
 # ---------------------------------------------------------------- delete, delete-offsets
@@ -302,7 +300,7 @@ async def delete(admin: Admin, args: argparse.Namespace) -> None:
         print(f"* Group '{g}' could not be deleted due to: java.util.concurrent.ExecutionException: {e.java()}")
     if done:
         print(f"\nThese consumer groups were deleted successfully: '{chr(39).join(done)}', '")
-    raise Failed()
+    raise Reported()
 
 
 async def delete_group_offsets(admin: Admin, args: argparse.Namespace) -> None:
@@ -332,7 +330,7 @@ async def delete_group_offsets(admin: Admin, args: argparse.Namespace) -> None:
         print(f"\n{topic:<30} {partition:<15} {status:<15}", end="")
     print()
     if top != 0 or any(per_partition.values()):
-        raise Failed()
+        raise Reported()
 
 
 async def _run(args: argparse.Namespace) -> None:
@@ -353,17 +351,10 @@ async def _run(args: argparse.Namespace) -> None:
             await groups_reset.reset(admin, args, list_groups)
 
 
+def _failed(e: KafkaError | ToolError) -> None:
+    error(f"Executing consumer group command failed due to {e.java() if isinstance(e, KafkaError) else e}")
+
+
 @quiet_on_broken_pipe
 def main(args: argparse.Namespace) -> int:
-    try:
-        check_args(args)
-        asyncio.run(_run(args))
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except Failed:
-        return 1
-    except (KafkaError, ToolError) as e:
-        error(f"Executing consumer group command failed due to {e.java() if isinstance(e, KafkaError) else e}")
-        return 1
-    return 0
+    return run_tool(args, check_args, _run, _failed)

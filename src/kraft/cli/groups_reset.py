@@ -23,11 +23,10 @@ from typing import Any
 
 from kraft.cli import kafka_options as opts
 from kraft.cli.admin_client import Admin
-from kraft.cli.admin_connection import ToolError, UsageError
+from kraft.cli.admin_connection import Reported, ToolError, UsageError
 from kraft.cli.groups_client import (
     EARLIEST,
     LATEST,
-    Failed,
     Offset,
     TopicPartition,
     commit,
@@ -249,7 +248,7 @@ class Planner:
 async def reset(admin: Admin, args: argparse.Namespace,
                 list_groups: Callable[[Admin], Awaitable[list[Any]]]) -> None:
     """Plans each group's reset, commits it with --execute, prints the plan or its CSV;
-    Failed once everything is printed if a group was refused."""
+    Reported once everything is printed if a group was refused."""
     group_ids = [g.group_id for g in await list_groups(admin)] if args.all_groups else args.group
     from_file = read_plan(args.from_file, args) if args.from_file else None
     results: dict[str, Plan] = {}
@@ -275,7 +274,7 @@ async def reset(admin: Admin, args: argparse.Namespace,
     else:
         print_plan(results)
     if refused:
-        raise Failed()
+        raise Reported()
 
 
 def print_plan(results: dict[str, Plan]) -> None:

@@ -21,7 +21,6 @@ stdout as `Error while executing topic command : <message>`; both exit 1.
 """
 
 import argparse
-import asyncio
 import re
 import sys
 import uuid
@@ -31,7 +30,7 @@ from datetime import timedelta
 from typing import Any
 
 from kraft.cli import kafka_options as opts
-from kraft.cli.admin_client import Admin, bootstrap_of
+from kraft.cli.admin_client import Admin, bootstrap_of, run_tool
 from kraft.cli.admin_connection import ToolError, UsageError, read_command_config
 from kraft.cli.config_entries import DEFAULT_CONFIG, describe_configs
 from kraft.cli.kafka_errors import KafkaError, check
@@ -316,19 +315,10 @@ async def _run(args: argparse.Namespace) -> None:
         await action[chosen](admin, args)
 
 
+def _failed(e: KafkaError | ToolError) -> None:
+    print(f"Error while executing topic command : {e}")
+
+
 @quiet_on_broken_pipe
 def main(args: argparse.Namespace) -> int:
-    try:
-        check_args(args)
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    try:
-        asyncio.run(_run(args))
-    except UsageError as e:
-        print(e, file=sys.stderr)
-        return 1
-    except (KafkaError, ToolError) as e:
-        print(f"Error while executing topic command : {e}")
-        return 1
-    return 0
+    return run_tool(args, check_args, _run, _failed)

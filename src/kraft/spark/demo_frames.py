@@ -6,6 +6,7 @@ from pyspark.sql import functions as F
 from kraft.metadata.records import RECORD_TYPES
 from kraft.records import ControlType
 from kraft.spark.history import api_key
+from kraft.spark.logdir import LogDirectory, LogDirError
 from kraft.spark.metadata_view import metadata_frames
 
 
@@ -35,6 +36,16 @@ def show_log(log: DataFrame, rows: int = 12) -> None:
         F.length("value").alias("valueBytes"),
     ).orderBy("offset").show(rows, truncate=False)
     log.groupBy(record_type().alias("record")).count().orderBy(F.desc("count")).show(rows, truncate=False)
+
+
+def image_offset(path: str, wanted: int) -> int | None:
+    """`wanted` if the directory's files can give the image there (a snapshot at or before
+    it, the log from it up to it, a batch boundary), else None: their end."""
+    try:
+        LogDirectory(path).plan_view(from_snapshot=True, high=wanted)
+    except LogDirError:
+        return None
+    return wanted
 
 
 def show_image(spark: SparkSession, path: str, rows: int = 12, ending_offset: int | None = None) -> None:

@@ -50,6 +50,7 @@ from kraft.raft.follower_download import FollowerDownload
 from kraft.raft.gate import Gate
 from kraft.raft.leader import LeaderState
 from kraft.raft.outbox import Outbox, Reply, Send
+from kraft.raft.quorum import VoteResult, vote_result
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.raft_config import RaftConfig
 from kraft.raft.raft_errors import NotLeaderError
@@ -284,7 +285,7 @@ class RaftCore:
     def _maybe_win(self, now: int) -> None:
         """A majority's votes make a candidate the leader, and a prospective a candidate."""
         state = self.state
-        if not isinstance(state, Campaign) or len(state.granted & set(self.voters.ids)) < self.voters.majority:
+        if not isinstance(state, Campaign) or vote_result(self.voters.ids, state.granted, set()) != VoteResult.WON:
             return
         if isinstance(state, Candidate):
             self._become_leader(state, now)

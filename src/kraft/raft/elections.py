@@ -32,6 +32,7 @@ from kraft.raft import messages as m
 from kraft.raft.epochs import EpochHistory
 from kraft.raft.gate import MAX_EPOCH, Gate
 from kraft.raft.outbox import Outbox
+from kraft.raft.quorum import VoteResult, vote_result
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.raft_config import RaftConfig
 from kraft.raft.roles import Campaign, Follower, Prospective, Role, Unattached
@@ -91,7 +92,7 @@ class Elections:
         # (a dead leader's port refuses at once; with one peer refusing because it voted for
         # itself, a three-voter quorum would otherwise wait out the whole election timeout).
         voters = self.voters.ids
-        lost = len(voters) - len(campaign.rejected | campaign.unreachable) < self.voters.majority
+        lost = vote_result(voters, campaign.granted, campaign.rejected | campaign.unreachable) == VoteResult.LOST
         if now >= campaign.election_deadline or lost:
             leader = self.quorum.leader_id
             if isinstance(campaign, Prospective) and leader is not None and leader != self.node_id:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraft.raft import messages as m
+from kraft.raft.quorum import committed_offset, quorum_contact
 
 
 @dataclass
@@ -85,8 +86,7 @@ class LeaderState:
         """
         if self.node_id in self.voter_progress:  # a leader removing itself no longer counts
             self.voter_progress[self.node_id].end_offset = local_flushed_offset
-        offsets = sorted((p.end_offset for p in self.voter_progress.values()), reverse=True)
-        candidate = offsets[len(self.voters) // 2]
+        candidate = committed_offset(p.end_offset for p in self.voter_progress.values())
         if candidate <= self.epoch_start_offset:
             return False
         if self.high_watermark is not None and candidate <= self.high_watermark:
@@ -96,11 +96,9 @@ class LeaderState:
 
     def quorum_contact_ms(self, now: int) -> int:
         """The time by which a majority of voters (this one included, as of now) had been heard from."""
-        times = sorted(
-            (now if v == self.node_id else max(p.last_fetch_ms, self.started_ms) for v, p in self.voter_progress.items()),
-            reverse=True,
+        return quorum_contact(
+            now if v == self.node_id else max(p.last_fetch_ms, self.started_ms) for v, p in self.voter_progress.items()
         )
-        return times[len(self.voters) // 2]
 
     def successors(self) -> tuple[int, ...]:
         """Other voters, most caught up first: who should campaign first when this leader resigns."""

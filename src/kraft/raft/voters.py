@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kraft.raft import membership_messages
+from kraft.raft.quorum import majority
 from kraft.records import RecordBatch, read_batches
 from kraft.records.control import (
     ControlMessage,
@@ -53,7 +54,7 @@ class VoterSet:
 
     @property
     def majority(self) -> int:
-        return len(self.voters) // 2 + 1
+        return majority(len(self.voters))
 
     def get(self, node_id: int) -> Voter | None:
         return next((v for v in self.voters if v.voter_id == node_id), None)
@@ -100,10 +101,6 @@ class Voters:
     @property
     def ids(self) -> tuple[int, ...]:
         return self.latest.ids
-
-    @property
-    def majority(self) -> int:
-        return self.latest.majority
 
     def contains(self, node_id: int) -> bool:
         return self.latest.get(node_id) is not None

@@ -339,9 +339,11 @@ def test_a_restart_in_the_middle_of_a_download_starts_over_cleanly_and_finishes(
     assert not list(directory.glob("*.part"))
 
 
-def test_a_snapshot_below_what_was_applied_rolls_the_state_back_and_commits_resume_at_its_end():
-    """The leader names a snapshot this follower holds, ending before what it applied: the
-    state goes back to the snapshot's, so the records after it must be delivered again."""
+def test_a_snapshot_named_below_the_high_watermark_keeps_the_committed_log():
+    """The leader names a snapshot this follower holds, ending before its high watermark: the
+    log past it is committed and stays (Kafka's follower truncates only to a snapshot past
+    its log end); installing it would drop committed records and append them again below
+    the high watermark."""
     follower = follower_of()
     for base, n in ((0, 3), (3, 2), (5, 4)):
         follower.log.append_as_follower(follower_batch(n, 1, base))
@@ -352,12 +354,13 @@ def test_a_snapshot_below_what_was_applied_rolls_the_state_back_and_commits_resu
     take_snapshot(follower, 5)
     follower.listener.batches.clear()
     answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=9, snapshot_id=(5, 1)))
-    assert follower.listener.loaded == [(SnapshotId(5, 1), [b"state"])]
-    assert follower.core.applied_offset == 5 and follower.log.end_offset == 5
+    assert follower.listener.loaded == []
+    assert follower.core.applied_offset == 9 and follower.log.end_offset == 9
+    assert follower.core.high_watermark == 9
     follower.advance(1)
-    answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=9,
-                                      records=follower_batch(4, 1, 5)))
-    assert [(b.base_offset, b.last_offset) for b in follower.listener.batches] == [(5, 8)]
+    answer(follower, m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=10,
+                                      records=follower_batch(1, 1, 9)))
+    assert [(b.base_offset, b.last_offset) for b in follower.listener.batches] == [(9, 9)]
 
 
 # ---------------------------------------------------------------- 5. elections

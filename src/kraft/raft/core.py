@@ -24,7 +24,7 @@ forbids. The epoch rules are epochs.py's, shared with the client listener; appen
 accumulator.py; snapshots are seen through snapshot_catalog.py, served and fetched by
 snapshot_fetch.py, a follower's download driven by follower_download.py, and retention.py
 says where the log may start. Voter changes (KIP-853) are voter_changes.py's, on the rules
-of voter_change_rules.py.
+of voter_change_rules.py. Counting voters is quorum.py's.
 
 Durability rules kept here: quorum-state is written (and is durable on return) before a
 vote is granted or an epoch entered; a follower fetches only from a fully flushed log, so
@@ -53,7 +53,7 @@ from kraft.raft.outbox import Outbox, Reply, Send
 from kraft.raft.quorum import VoteResult, vote_result
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.raft_config import RaftConfig
-from kraft.raft.raft_errors import NotLeaderError
+from kraft.raft.raft_errors import InvariantViolation, NotLeaderError
 from kraft.raft.retention import LogStart
 from kraft.raft.roles import Campaign, Candidate, Follower, Leader, ParkedFetch, Resigned, Role, RoleState, Unattached
 from kraft.raft.snapshot_catalog import SnapshotCatalog
@@ -301,6 +301,7 @@ class RaftCore:
         batch = build_control_batch(
             LeaderChangeMessage(self.node_id, self.voters.ids, granting), timestamp=now
         )
+        self._check_append_at(self.log.end_offset)
         self.log.append_as_leader(batch, self.epoch)
         log.info("node %d: elected leader of epoch %d with votes from %s", self.node_id, self.epoch, list(granting))
 
@@ -346,7 +347,7 @@ class RaftCore:
     def _poll_leader(self, leader: Leader, now: int) -> None:
         if leader.appends.ready(now):
             self._drain(leader, now)
-        self._answer_parked_fetches(leader, now, force=self._advance_high_watermark(leader))
+        self._answer_parked_fetches(leader, now, force=self._leader_commit(leader))
         self.voter_changes.expire(leader, now)
         if self.state is not leader:
             return  # the committed removal of this leader made it resign
@@ -452,7 +453,7 @@ class RaftCore:
         hw_moved = False
         if request.replica_id >= 0:
             leader.progress.record_fetch(request.replica_id, p.fetch_offset, self.log.end_offset, now)
-            hw_moved = self._advance_high_watermark(leader)
+            hw_moved = self._leader_commit(leader)
             if hw_moved:
                 self._answer_parked_fetches(leader, now, force=True)
         max_bytes = min(p.partition_max_bytes, request.max_bytes, self.config.max_fetch_bytes)
@@ -465,20 +466,43 @@ class RaftCore:
         else:
             leader.parked.append(parked)
 
-    def _advance_high_watermark(self, leader: Leader) -> bool:
-        """Recomputes the high watermark and delivers what it commits."""
+    def _leader_commit(self, leader: Leader) -> bool:
+        """Recomputes the leader's high watermark from its voters' positions and delivers what
+        it commits; True if it moved."""
         if not leader.progress.update_high_watermark(self.log.last_flushed_offset):
             return False
-        self.high_watermark = leader.progress.high_watermark
-        self.voters.committed_offset = self.high_watermark or 0
-        self.commits.deliver(self.high_watermark)
-        self.voter_changes.committed(leader, self.high_watermark or 0)
-        if not self.is_voter and (self.high_watermark or 0) > self.voters.latest_offset:
+        hw = leader.progress.high_watermark
+        assert hw is not None
+        self._advance_high_watermark(hw)
+        self.voter_changes.committed(leader, hw)
+        if not self.is_voter and hw > self.voters.latest_offset:
             log.info("node %d: its removal from the voters committed; resigning", self.node_id)
             self._become_resigned(self._now_hint)
         return True
 
+    def _advance_high_watermark(self, offset: int) -> None:
+        """The one place the high watermark moves (the leader's count of its voters, the
+        leader's word to a follower, a snapshot installed): forward only, and never past
+        this log's end, so that nothing committed is ever appended again or truncated."""
+        if self.high_watermark is not None and offset < self.high_watermark:
+            raise InvariantViolation(f"node {self.node_id}: the high watermark would move back from "
+                                     f"{self.high_watermark} to {offset} in epoch {self.epoch}")
+        if offset > self.log.end_offset:
+            raise InvariantViolation(f"node {self.node_id}: the high watermark would pass the log's end "
+                                     f"({offset} > {self.log.end_offset}) in epoch {self.epoch}")
+        self.high_watermark = offset
+        self.voters.committed_offset = offset
+        self.commits.deliver(offset)
+
+    def _check_append_at(self, offset: int) -> None:
+        """An append lands at the log's end; below the high watermark it would rewrite what
+        was committed."""
+        if self.high_watermark is not None and offset < self.high_watermark:
+            raise InvariantViolation(f"node {self.node_id}: append at {offset}, below the high watermark "
+                                     f"{self.high_watermark}, in epoch {self.epoch}")
+
     def _drain(self, leader: Leader, now: int) -> None:
+        self._check_append_at(self.log.end_offset)
         for batch in leader.appends.drain(now):
             self.log.append_as_leader(batch, self.epoch)
 
@@ -572,6 +596,7 @@ class RaftCore:
             self.voters.truncate(self.log.end_offset)
             return
         if p.records:
+            self._check_append_at(self.log.end_offset)
             try:
                 appended = self.log.append_as_follower(p.records)
             except InvalidAppendError as e:  # damaged on the way, or a peer that is not a real leader
@@ -581,10 +606,10 @@ class RaftCore:
                 return
             if appended.control:
                 self.voters.observe_control(p.records)
-        if p.high_watermark >= 0 and (self.high_watermark is None or p.high_watermark > self.high_watermark):
-            self.high_watermark = p.high_watermark
-            self.voters.committed_offset = p.high_watermark
-        self.commits.deliver(self.high_watermark)
+        # As Kafka's follower: the leader's high watermark, as far as this log reaches.
+        hw = min(p.high_watermark, self.log.end_offset)
+        if p.high_watermark >= 0 and (self.high_watermark is None or hw > self.high_watermark):
+            self._advance_high_watermark(hw)
 
     # ================================================================ snapshots (KIP-630)
 
@@ -631,13 +656,20 @@ class RaftCore:
         self._reply(handle, response)
 
     def _install(self, sid: SnapshotId, how: str) -> None:
-        """The log restarts at the snapshot's end; the state machine loads the snapshot."""
+        """The log restarts at the snapshot's end; the state machine loads the snapshot.
+
+        Not a snapshot ending below the high watermark: the log already holds committed
+        records past it, which are never dropped (Kafka's follower truncates its log only
+        to a snapshot past its end; one a leader names below it is "already stored")."""
+        if self.high_watermark is not None and sid.end_offset < self.high_watermark:
+            log.info("node %d: snapshot %d-%d (%s) ends below the high watermark %d; keeping the log",
+                     self.node_id, sid.end_offset, sid.epoch, how, self.high_watermark)
+            return
         self.log.truncate_fully_and_start_at(sid.end_offset, sid.epoch)
         self.snapshots.delete_before(sid.end_offset)
         self._load_snapshot(sid)
         if self.high_watermark is None or self.high_watermark < sid.end_offset:
-            self.high_watermark = sid.end_offset  # a snapshot holds only committed records
-            self.voters.committed_offset = sid.end_offset
+            self._advance_high_watermark(sid.end_offset)  # a snapshot holds only committed records
         log.info("node %d: loaded snapshot %d-%d (%s); fetching the log from %d",
                  self.node_id, sid.end_offset, sid.epoch, how, sid.end_offset)
 

@@ -85,6 +85,7 @@ class QuorumState:
         self.voted_id: int | None = None
         self.state: RoleState = Unattached(election_deadline=None)
         self._restored = False
+        self._vote: tuple[int, int] | None = None  # (epoch, candidate) of the last vote cast, this one's own included
 
     @property
     def role(self) -> Role:
@@ -152,7 +153,8 @@ class QuorumState:
     def become_unattached(self, epoch: int, now: int, abandoned: tuple[int, int] | None = None) -> None:
         if abandoned is None and isinstance(self.state, Unattached):
             abandoned = self.state.abandoned  # an observer still ignores hearsay of the leader it gave up on
-        self._transition(self._unattached(now, abandoned), epoch, None, None)
+        voted = self.voted_id if epoch == self.epoch else None  # a vote cast stays cast for its epoch
+        self._transition(self._unattached(now, abandoned), epoch, None, voted)
 
     def become_observer(self, now: int) -> None:
         """The voter set no longer names this replica (KIP-853): it stops timing out into
@@ -172,6 +174,9 @@ class QuorumState:
                 self._switch(Unattached(None), self.epoch, None, self.voted_id)
 
     def become_voted(self, candidate: int, now: int) -> None:
+        if self._vote is not None and self._vote != (self.epoch, candidate) and self._vote[0] == self.epoch:
+            raise InvariantViolation(f"node {self.node_id}: would vote for {candidate} in epoch {self.epoch}, "
+                                     f"having voted for {self._vote[1]}")
         self._transition(Voted(self.election_timer(now)), self.epoch, None, candidate)
 
     def become_prospective(self, now: int) -> None:
@@ -251,4 +256,6 @@ class QuorumState:
             )
         old, old_epoch = self.state, self.epoch
         self.state, self.epoch, self.leader_id, self.voted_id = state, epoch, leader_id, voted_id
+        if voted_id is not None:
+            self._vote = (epoch, voted_id)
         self.on_switch(old, old_epoch)

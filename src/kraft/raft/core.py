@@ -33,7 +33,7 @@ disk; the leader counts its own log only up to its flushed end.
 """
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from random import Random
 from typing import Any
 
@@ -189,20 +189,45 @@ class RaftCore:
 
     def handle_request(self, handle: Any, request: m.RaftRequest, now: int) -> None:
         self._now_hint = now
-        handler = self._request_handlers.get(type(request))
-        if handler is None:
-            raise TypeError(f"the Raft core does not serve {type(request).__name__}")
-        handler(self, handle, request, now)
+        match request:
+            case m.VoteRequest():
+                self._on_vote_request(handle, request, now)
+            case m.BeginQuorumEpochRequest():
+                self.announcements.on_begin_request(handle, request, now)
+            case m.EndQuorumEpochRequest():
+                self.announcements.on_end_request(handle, request, now)
+            case m.FetchRequest():
+                self._on_fetch_request(handle, request, now)
+            case m.FetchSnapshotRequest():
+                self._on_fetch_snapshot_request(handle, request, now)
+            case m.DescribeQuorumRequest():
+                self._on_describe_quorum_request(handle, request, now)
+            case (membership_messages.AddRaftVoterRequest() | membership_messages.RemoveRaftVoterRequest()
+                  | membership_messages.UpdateRaftVoterRequest()):
+                self.voter_changes.on_request(handle, request, now)
+            case _:
+                raise TypeError(f"the Raft core does not serve {type(request).__name__}")
         self._poll(now)
 
     def handle_response(self, request_id: int, response: m.RaftResponse, now: int) -> None:
         self._now_hint = now
         destination = self.outbox.complete(request_id)
         if destination is not None:
-            handler = self._response_handlers.get(type(response))
-            if handler is None:
-                raise TypeError(f"unexpected response {type(response).__name__}")
-            handler(self, destination, response, now)
+            match response:
+                case m.VoteResponse():
+                    self._on_vote_response(destination, response, now)
+                case m.BeginQuorumEpochResponse():
+                    self.announcements.on_begin_response(destination, response, now)
+                case m.EndQuorumEpochResponse():
+                    self.announcements.on_end_response(destination, response, now)
+                case m.FetchResponse():
+                    self._on_fetch_response(destination, response, now)
+                case m.FetchSnapshotResponse():
+                    self.follower_download.on_response(destination, response, now)
+                case membership_messages.UpdateRaftVoterResponse():
+                    self.voter_changes.on_update_response(destination, response, now)
+                case _:
+                    raise TypeError(f"unexpected response {type(response).__name__}")
         self._poll(now)
 
     def handle_send_failure(self, request_id: int, now: int) -> None:
@@ -679,23 +704,3 @@ class RaftCore:
     def applied_offset(self) -> int:
         """Every offset below this has been delivered to the listener (or was a control record)."""
         return self.commits.applied
-
-    _request_handlers: dict[type, Callable] = {
-        m.VoteRequest: _on_vote_request,
-        m.BeginQuorumEpochRequest: lambda core, *args: core.announcements.on_begin_request(*args),
-        m.EndQuorumEpochRequest: lambda core, *args: core.announcements.on_end_request(*args),
-        m.FetchRequest: _on_fetch_request,
-        m.FetchSnapshotRequest: _on_fetch_snapshot_request,
-        m.DescribeQuorumRequest: _on_describe_quorum_request,
-        membership_messages.AddRaftVoterRequest: lambda core, *args: core.voter_changes.on_request(*args),
-        membership_messages.RemoveRaftVoterRequest: lambda core, *args: core.voter_changes.on_request(*args),
-        membership_messages.UpdateRaftVoterRequest: lambda core, *args: core.voter_changes.on_request(*args),
-    }
-    _response_handlers: dict[type, Callable] = {
-        m.VoteResponse: _on_vote_response,
-        m.BeginQuorumEpochResponse: lambda core, *args: core.announcements.on_begin_response(*args),
-        m.EndQuorumEpochResponse: lambda core, *args: core.announcements.on_end_response(*args),
-        m.FetchResponse: _on_fetch_response,
-        m.FetchSnapshotResponse: lambda core, *args: core.follower_download.on_response(*args),
-        membership_messages.UpdateRaftVoterResponse: lambda core, *args: core.voter_changes.on_update_response(*args),
-    }

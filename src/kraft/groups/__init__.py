@@ -8,6 +8,7 @@ docs/decisions/0032-consumer-groups-on-raft-partitions.md.
 """
 
 from kraft.groups.api import GroupApi, GroupContext
+from kraft.groups.classic import GroupStateError
 from kraft.groups.coordinator import GroupCoordinator
 from kraft.groups.group_config import GroupConfig
 from kraft.groups.partition import RaftPartition
@@ -24,6 +25,7 @@ __all__ = [
     "GroupContext",
     "GroupCoordinator",
     "GroupRecordError",
+    "GroupStateError",
     "GroupsImage",
     "RaftPartition",
     "Reply",

@@ -31,6 +31,12 @@ from kraft.groups.replies import Reply
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
+class GroupStateError(Exception):
+    """The coordinator's in-memory groups broke their own rules (a transition Kafka's
+    ClassicGroup forbids, members the log has and memory lacks): a bug, on which the node
+    stops, as on a broken Raft invariant, rather than answer from a state it cannot trust."""
+
+
 class GroupState(enum.Enum):
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
@@ -227,7 +233,7 @@ class ClassicGroup:
 
     def transition(self, state: GroupState, now: int) -> None:
         if self.state not in _VALID_PREVIOUS[state]:
-            raise RuntimeError(f"group {self.group_id} cannot go from {self.state.value} to {state.value}")
+            raise GroupStateError(f"group {self.group_id} cannot go from {self.state.value} to {state.value}")
         self.previous_state = self.state
         self.state = state
         self.state_timestamp = now

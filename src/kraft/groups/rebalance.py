@@ -33,6 +33,7 @@ from kraft.groups.classic import (
     STABLE,
     ClassicGroup,
     GroupState,
+    GroupStateError,
     Member,
 )
 from kraft.groups.group_config import GroupConfig
@@ -122,7 +123,7 @@ class Membership:
             if working.has_group(group_id):
                 group = ClassicGroup.from_metadata(group_id, working.metadata(group_id), now)
                 if group.members:  # every group with members was loaded, and is changed only here
-                    raise RuntimeError(f"group {group_id} has members in the log but none in memory")
+                    raise GroupStateError(f"group {group_id} has members in the log but none in memory")
         return group
 
     def _settle(self, group: ClassicGroup) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
-from kraft.groups import GroupRecordError
+from kraft.groups import GroupRecordError, GroupStateError
 from kraft.metadata import ReplayError
 from kraft.raft import InvariantViolation, RaftCore, Reply, Send
 from kraft.raft import messages as m
@@ -43,9 +43,11 @@ T = TypeVar("T")
 # it could not write, and a second fsync would succeed with the data gone), durable data
 # that no longer reads back, a committed record that cannot be replayed (a metadata record
 # newer than this build or contradicting the image: Kafka's loader stops there too; a group
-# record that does not decode), or the core finding its own rules broken. The core is
-# sans-IO, so an OSError out of a step can only come from the storage it was handed.
-FATAL = (InvariantViolation, OSError, CorruptLogError, CorruptSnapshotError, ReplayError, GroupRecordError)
+# record that does not decode), or the Raft core or a group coordinator finding its own rules
+# broken. The core is sans-IO, so an OSError out of a step can only come from the storage it
+# was handed.
+FATAL = (InvariantViolation, OSError, CorruptLogError, CorruptSnapshotError, ReplayError, GroupRecordError,
+         GroupStateError)
 
 # The partition whose step is running: the core's log lines ("node 1: elected leader of
 # epoch 3") do not name it, so the node's log handler adds it (kraft.cli.server_cmd).

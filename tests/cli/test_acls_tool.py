@@ -95,6 +95,17 @@ def test_the_documented_examples(tools):
     assert not {a for a in acls_read_back(tools, topic) if "LITERAL" in a}
 
 
+def test_through_the_controllers(plain):
+    """--bootstrap-controller (KIP-919): the controllers add and list ACLs too."""
+    controller = ["--bootstrap-controller", f"127.0.0.1:{plain.cluster.nodes[1].controller_port}"]
+    added = plain.kraft("acls", *controller, "--add", "--allow-principal", "User:carol", "--operation", "Describe",
+                        "--topic", "via-controller", connect=False)
+    assert added.returncode == 0, added
+    listed = plain.kraft("acls", *controller, "--list", "--topic", "via-controller", connect=False)
+    assert listed.stdout == block(f"Current ACLs for resource `{pattern('TOPIC', 'via-controller')}`",
+                                  [entry("User:carol", "DESCRIBE")])
+
+
 def test_errors_are_kafkas_lines(tools):
     no_principal = tools.kraft("acls", "--add", "--topic", "t", "--operation", "Read")
     assert (no_principal.returncode, no_principal.stderr) == (

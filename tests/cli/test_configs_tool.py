@@ -79,6 +79,19 @@ def test_broker_configs_per_broker_and_by_default(tools):
         1, "The entity name for brokers must be a valid integer broker id, but it is: one\n")
 
 
+def test_through_the_controllers(plain):
+    """--bootstrap-controller (KIP-919): the controllers describe and alter configs too."""
+    controller = ["--bootstrap-controller", f"127.0.0.1:{plain.cluster.nodes[2].controller_port}"]
+    altered = plain.kraft("configs", *controller, "--alter", "--entity-type", "brokers", "--entity-name", "2",
+                          "--add-config", "log.cleaner.threads=4", connect=False)
+    assert (altered.returncode, altered.stdout) == (0, "Completed updating config for broker 2.\n"), altered.stderr
+    described = plain.kraft("configs", *controller, "--describe", "--entity-type", "brokers", "--entity-name", "2",
+                            connect=False)
+    assert described.stdout.splitlines()[1].startswith("  log.cleaner.threads=4 sensitive=false "
+                                                       "synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=4, ")
+    assert plain.kraft("configs", "--alter", "--broker", "2", "--delete-config", "log.cleaner.threads").returncode == 0
+
+
 def test_user_credentials_and_client_quotas(tools):
     user = f"alice-{tools.name}"
     credential = tools.kraft("configs", "--alter", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-pw]",

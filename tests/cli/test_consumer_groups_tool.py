@@ -272,6 +272,12 @@ def test_the_documented_examples_on_an_empty_group(tools):
     after = committed_of(tools, group)
     assert after.offset == new and after.leader_epoch == epoch_of(tools, new - 1)
 
+    offsets_gone = tools.kraft("consumer-groups", "--delete-offsets", "--group", group, "--topic", TOPIC)
+    assert offsets_gone.stdout == (f"Request succeed for deleting offsets with topic {TOPIC} group {group}\n"
+                                   f"\n{'TOPIC':<30} {'PARTITION':<15} {'STATUS':<15}"
+                                   f"\n{TOPIC:<30} {0:<15} {'Successful':<15}\n")
+    assert committed_of(tools, group) is None
+
     deleted = tools.kraft("consumer-groups", "--delete", "--group", group)
     assert deleted.stdout == f"Deletion of requested consumer groups ('{group}') was successful.\n"
     gone = tools.kraft("consumer-groups", "--describe", "--group", group)

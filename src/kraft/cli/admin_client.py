@@ -5,7 +5,7 @@ coordinator (FindCoordinator), error codes raised as Kafka's exceptions (kafka_e
 
 `--bootstrap-controller` (KIP-919) talks to controller listeners: every node found is a
 controller, named by DescribeCluster with the controllers' endpoint type, and requests go
-to the one asked first (kraft's controllers forward admin writes to the active one).
+to the active controller that DescribeCluster names, as Kafka's admin client sends them.
 """
 
 import argparse
@@ -69,6 +69,13 @@ class Admin:
         kind = "controller" if self.endpoint_type == CONTROLLERS else "server"
         self._first = await first_answering(self.bootstrap, self.settings, kind)
         self._by_address[self._first.address] = self._first
+        if self.endpoint_type == CONTROLLERS:
+            # Through controllers every request goes to the active one, as Kafka's admin
+            # client sends them: a controller that is not active refuses writes.
+            active = await self.describe_cluster()
+            found = next((b for b in active.brokers if b.broker_id == active.controller_id), None)
+            if found is not None:
+                self._first = await self.connection(found.host, found.port)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

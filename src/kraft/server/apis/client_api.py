@@ -51,13 +51,15 @@ class ClientApi:
 
     def register_controller_apis(self, server: KafkaServer) -> None:
         """APIs other nodes send to the controller listener: registration, heartbeats and
-        forwarded admin writes (Envelope); the admin writes themselves and DescribeCluster
-        (KIP-919)."""
+        forwarded admin writes (Envelope); the admin writes themselves, their reads,
+        DescribeConfigs and DescribeCluster, which Kafka's controllers serve to admin clients
+        that bootstrap from controllers (KIP-919: kafka-configs --bootstrap-controller)."""
         self.versions.register(server, "DescribeQuorum", self.describe_quorum_here)
         self.admin.register_broker_apis(server)
         self.admin.register(server)
         self.admin.register_reads(server)
         self.forwarding.register_controller(server)
+        self.configs.register(server)
         self.cluster.register(server)
 
     def start(self) -> None:

@@ -35,14 +35,19 @@ class Announcements:
     # ---------------------------------------------------------------- sending
 
     def announce(self, leader: Leader, now: int) -> None:
-        """A leader: BeginQuorumEpoch to every other voter, when its timer runs out."""
+        """A leader: when its timer runs out, BeginQuorumEpoch to every other voter that has
+        not fetched within the timer's period (KAFKA-16926, Kafka 4.0: a voter that fetches
+        knows its leader; one that does not may have missed the epoch)."""
         if now < leader.next_begin_quorum:
             return
-        leader.next_begin_quorum = now + leader.begin_quorum_interval_ms
+        interval = leader.begin_quorum_interval_ms
+        leader.next_begin_quorum = now + interval
         request = m.begin_quorum_request(self.config.cluster_id, self.node_id, self.quorum.epoch,
                                          where=self.config.partition)
         for voter in self.voters.ids:
-            if voter != self.node_id and self.outbox.can_send(voter, now):
+            progress = leader.progress.voter_progress.get(voter)
+            fetched = progress is not None and progress.last_fetch_ms >= 0 and now - progress.last_fetch_ms < interval
+            if voter != self.node_id and not fetched and self.outbox.can_send(voter, now):
                 self.outbox.send(voter, request, now)
 
     def hand_over(self, resigned: Resigned, now: int) -> None:
@@ -96,9 +101,7 @@ class Announcements:
         if isinstance(follower, Follower) and quorum.leader_id == p.leader_id:
             successors = list(p.preferred_successors)
             position = successors.index(self.node_id) if self.node_id in successors else len(successors)
-            backoff = 0 if position == 0 else min(
-                self.config.election_backoff_max_ms, self.config.retry_backoff_ms * (2**position)
-            )
+            backoff = successor_backoff(position, len(successors), self.config.election_backoff_max_ms)
             follower.fetch_deadline = min(follower.fetch_deadline, now + backoff)
             follower.leader_resigned = True
         self.outbox.reply(handle, m.end_quorum_response(ErrorCode.none, quorum.leader_field, quorum.epoch,
@@ -129,3 +132,14 @@ class Announcements:
         resigned = self.quorum.state
         if p is not None and isinstance(resigned, Resigned) and p.error_code == ErrorCode.none:
             resigned.end_quorum_acked.add(source)
+
+
+def successor_backoff(position: int, successors: int, backoff_max_ms: int) -> int:
+    """How long the successor at `position` waits before it campaigns (Kafka's strict
+    exponential backoff): the first at once, the last (or one not named) the whole backoff,
+    the others doubling up to it from backoff_max / 2^(successors - 1)."""
+    if position == 0:
+        return 0
+    if position >= successors:
+        return backoff_max_ms
+    return min(backoff_max_ms, (backoff_max_ms >> (successors - 1)) << (position - 1))

@@ -602,18 +602,21 @@ class RaftCore:
         if p.error_code != ErrorCode.none:
             self.outbox.back_off(source, now)
             return
+        names_snapshot = p.snapshot_id.end_offset >= 0 or p.snapshot_id.epoch >= 0
+        if names_snapshot and (p.snapshot_id.end_offset < 0 or p.snapshot_id.epoch < 0):
+            # As Kafka: a broken answer, retried; it does not count as the leader's word
+            # (the fetch timer runs on).
+            self.gate.once(("snapshot id", source), logging.ERROR, "node %d: leader %d named snapshot %d-%d, "
+                           "which is not a snapshot id", self.node_id, source, p.snapshot_id.end_offset,
+                           p.snapshot_id.epoch)
+            self.outbox.back_off(source, now)
+            return
         follower.fetch_deadline = now + self.config.fetch_timeout_ms
         follower.fetched = True
         if p.log_start_offset >= 0:
             follower.leader_start_offset = p.log_start_offset
-        if p.snapshot_id.end_offset >= 0 or p.snapshot_id.epoch >= 0:
-            if p.snapshot_id.end_offset < 0 or p.snapshot_id.epoch < 0:  # as Kafka: a broken answer, retried
-                self.gate.once(("snapshot id", source), logging.ERROR, "node %d: leader %d named snapshot %d-%d, "
-                               "which is not a snapshot id", self.node_id, source, p.snapshot_id.end_offset,
-                               p.snapshot_id.epoch)
-                self.outbox.back_off(source, now)
-            else:
-                self.follower_download.start(follower, SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch))
+        if names_snapshot:
+            self.follower_download.start(follower, SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch))
             return
         if p.diverging_epoch.end_offset >= 0 and p.diverging_epoch.epoch >= 0:
             diverging = OffsetAndEpoch(p.diverging_epoch.end_offset, p.diverging_epoch.epoch)

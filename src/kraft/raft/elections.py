@@ -6,12 +6,16 @@ nothing at the voters and writes nothing. Only a prospective that a majority wou
 campaigns in the next epoch. So a voter that cannot win, cut off from the others or behind
 them, never bumps the epoch, and when it comes back it does not depose a leader the others
 still hear from: they refuse its pre-votes and name their leader, which it then follows.
+As Kafka 4.x: a candidate that loses or times out asks again (pre-vote) at once, and a
+prospective that loses follows the leader it knows or, knowing none, waits unattached for a
+new randomized election timeout.
 
 The rules for granting, per role of the voter asked:
 
     pre-vote   granted when the asker's log is at least as up to date as ours, unless we
-               lead, resigned, or follow a leader that has answered us since we began
-               following it (a follower that only heard of its leader from others grants,
+               lead, or follow a leader that has answered us since we began following it,
+               even one that has resigned since (a follower that only heard of its leader
+               from others grants,
                as Kafka's does: two voters that learnt a dead leader from each other would
                otherwise keep each other from ever campaigning)
     vote       as KIP-595: once per epoch, to an asker at least as up to date, never while
@@ -35,7 +39,7 @@ from kraft.raft.outbox import Outbox
 from kraft.raft.quorum import VoteResult, vote_result
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.raft_config import RaftConfig
-from kraft.raft.roles import Campaign, Follower, Prospective, Role, Unattached
+from kraft.raft.roles import Campaign, Candidate, Follower, Prospective, Role, Unattached
 from kraft.raft.voters import Voters
 from kraft.storage import OffsetAndEpoch
 
@@ -101,6 +105,17 @@ class Elections:
                 # fetches time out again.
                 self.quorum.become_follower(self.quorum.epoch, leader, now)
                 return True
+            if isinstance(campaign, Prospective) and leader is None:
+                # As Kafka: one that knows no leader waits a new election timeout, unattached.
+                self.quorum.become_unattached(self.quorum.epoch, now)
+                return True
+            if isinstance(campaign, Candidate) and self.config.pre_vote:
+                # As Kafka 4.x: a lost election goes back to asking (pre-vote) at once; the
+                # randomized election timeouts, not a backoff, keep candidates apart.
+                self.start(now)
+                return True
+            # A resigned leader's own pre-vote (it keeps naming itself, so it never becomes a
+            # candidate of the epoch it led), or a vote round without pre-vote: back off.
             campaign.backoff_until = now + self.rng.randrange(self.config.election_backoff_max_ms + 1)
             return False
         last = self.history.last()
@@ -161,15 +176,18 @@ class Elections:
         return ErrorCode.none, self._grant(p.replica_id, up_to_date, now), ErrorCode.none
 
     def _would_grant_pre_vote(self) -> bool:
+        """Kafka's rules: a follower only until its leader has answered a fetch (even once
+        that leader resigned: it still hears from it), never a leader; a resigned leader
+        grants, as its successors need a majority without it timing out."""
         state = self.quorum.state
         if isinstance(state, Follower):
-            return state.leader_resigned or not state.fetched
-        return self.quorum.role not in (Role.LEADER, Role.RESIGNED)
+            return not state.fetched
+        return self.quorum.role != Role.LEADER
 
     def _grant(self, candidate: int, up_to_date: bool, now: int) -> bool:
         role, quorum = self.quorum.role, self.quorum
         if quorum.voted_id is not None:
-            return role in (Role.VOTED, Role.PROSPECTIVE) and quorum.voted_id == candidate
+            return role in (Role.VOTED, Role.PROSPECTIVE, Role.UNATTACHED) and quorum.voted_id == candidate
         if role in (Role.UNATTACHED, Role.PROSPECTIVE) and quorum.leader_id is None and up_to_date:
             quorum.become_voted(candidate, now)
             return True

@@ -21,6 +21,11 @@ from kraft.raft.roles import Follower
 from kraft.raft.snapshot_fetch import DownloadFailed, SnapshotDownload
 from kraft.storage import SnapshotId, SnapshotStore
 
+# What a follower asks for in one FetchSnapshot: Kafka's KRaft client asks for its batch
+# limit (KafkaRaftClient.MAX_FETCH_SIZE_BYTES), not replica.fetch.response.max.bytes, which
+# is the brokers' replica fetcher's (and caps what the leader serves, snapshot_fetch.py).
+FETCH_SNAPSHOT_MAX_BYTES = 8 * 1024 * 1024
+
 
 class FollowerDownload:
     def __init__(self, config: RaftConfig, quorum: QuorumState, outbox: Outbox, snapshots: SnapshotStore,
@@ -47,8 +52,8 @@ class FollowerDownload:
         (True: asked)."""
         if follower.download is None:
             return False
-        request = follower.download.request(self.config.cluster_id, self.quorum.epoch,
-                                            self.config.snapshot_response_max_bytes, self.config.partition)
+        request = follower.download.request(self.config.cluster_id, self.quorum.epoch, FETCH_SNAPSHOT_MAX_BYTES,
+                                            self.config.partition)
         self.outbox.send(leader_id, request, now)
         return True
 

@@ -7,7 +7,8 @@ written: the core asking for one is a bug, and the replica stops rather than act
 
 Allowed, into the same epoch (Kafka's QuorumState has the same table):
 
-    unattached  <- follower           an observer gives up on a leader that stopped answering
+    unattached  <- follower, prospective  an observer gives up on a leader that stopped answering;
+                                      a prospective that knows no leader lost its pre-vote
     voted       <- unattached, prospective          a vote granted
     prospective <- unattached, voted, follower, candidate, resigned, prospective
                                       a timeout: ask first whether it could win (KIP-996)
@@ -50,7 +51,7 @@ from kraft.storage import ElectionState, QuorumStateStore
 log = logging.getLogger("kraft.raft")
 
 _SAME_EPOCH: dict[Role, frozenset[Role]] = {
-    Role.UNATTACHED: frozenset({Role.FOLLOWER}),
+    Role.UNATTACHED: frozenset({Role.FOLLOWER, Role.PROSPECTIVE}),
     Role.VOTED: frozenset({Role.UNATTACHED, Role.PROSPECTIVE}),
     Role.PROSPECTIVE: frozenset({Role.UNATTACHED, Role.VOTED, Role.FOLLOWER, Role.CANDIDATE, Role.RESIGNED,
                                  Role.PROSPECTIVE}),

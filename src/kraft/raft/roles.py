@@ -157,8 +157,8 @@ class Leader:
     yet in the log, the fetches parked until there is something to send, and two timers as
     Kafka's LeaderState has them: check quorum (1.5 fetch timeouts without a majority's
     fetches and the leader resigns: some slack for the network and the disk), and
-    BeginQuorumEpoch sent to every voter at once and then every half fetch timeout, as a
-    heartbeat that lets a voter which missed the election learn its leader."""
+    BeginQuorumEpoch sent to every voter at once and then every half fetch timeout to those
+    that have not fetched in that time, so a voter which missed the election learns its leader."""
 
     progress: LeaderState
     appends: BatchAccumulator

@@ -257,3 +257,31 @@ def test_a_new_leader_changes_no_voter_before_it_commits_in_its_own_epoch():
     caught_up(node, 3)
     assert node.request(add(3), handle="add") is None
     assert node.core.voters.ids == (1, 2, 3)
+
+
+def test_a_voter_change_request_that_is_itself_wrong_is_invalid_before_anything_else():
+    """Kafka checks the request before the quorum's state: a leader with no high watermark in
+    its epoch yet (every change REQUEST_TIMED_OUT) still answers these INVALID_REQUEST."""
+    endpoint = VoterEndpoint("CONTROLLER", "localhost", 9001)
+    node = Node(node_id=1, voters=(), snapshots=formatted(1), endpoints=(endpoint,))
+    node.advance(5000)
+    assert node.core.role == Role.LEADER and node.core.high_watermark is None
+    zero = uuid.UUID(int=0)
+    cases = {
+        "zero directory id (add)": add_raft_voter_request("c", 5000, 2, zero, (VoterEndpoint("CONTROLLER", "h", 2),)),
+        "no controller endpoint": add_raft_voter_request("c", 5000, 2, uuid.UUID(int=2),
+                                                         (VoterEndpoint("PLAINTEXT", "h", 2),)),
+        "zero directory id (remove)": remove_raft_voter_request("c", 1, zero),
+        "upside-down kraft.version range": update_raft_voter_request("c", 1, 1, uuid.UUID(int=1), (endpoint,), (1, 0)),
+        "no controller endpoint (update)": update_raft_voter_request("c", 1, 1, uuid.UUID(int=1),
+                                                                     (VoterEndpoint("OTHER", "h", 1),), (0, 1)),
+    }
+    for what, request in cases.items():
+        assert node.request(request).error_code == ErrorCode.invalid_request, what
+    assert node.request(add(2)).error_code == ErrorCode.request_timed_out, "a valid one waits for the state"
+
+
+def test_removing_the_only_voter_is_voter_not_found():
+    node = standalone_leader()
+    answer = node.request(remove(1))
+    assert answer.error_code == ErrorCode.voter_not_found and "only voter" in answer.error_message

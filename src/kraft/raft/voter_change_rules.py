@@ -1,12 +1,14 @@
 """Changing the voters at the leader: KIP-853's AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter.
 
-Kafka's checks, in Kafka's order: the cluster id; this replica leads; no change is waiting
-(REQUEST_TIMED_OUT: one at a time); a high watermark in this epoch (REQUEST_TIMED_OUT: the
-previous epochs' changes are not fenced yet); kraft.version 1 (UNSUPPORTED_VERSION: a static
+Kafka's checks, in Kafka's order: the cluster id; this replica leads; the request itself
+(`invalid`, INVALID_REQUEST: a directory id that is missing or zero, no endpoint on the
+controller listener, an UpdateRaftVoter's kraft.version range upside down); no change is
+waiting (REQUEST_TIMED_OUT: one at a time); a high watermark in this epoch (REQUEST_TIMED_OUT:
+the previous epochs' changes are not fenced yet); kraft.version 1 (UNSUPPORTED_VERSION: a static
 quorum cannot change); the latest voter set committed (REQUEST_TIMED_OUT); then the API's own:
 an added voter must be new (DUPLICATE_VOTER) and caught up as an observer within a fetch
-timeout (REQUEST_TIMED_OUT, "lagging"); a removed one must be in the set with that directory id
-(VOTER_NOT_FOUND), and the set must keep a voter.
+timeout (REQUEST_TIMED_OUT, "lagging"); a removed one must be in the set with that directory id,
+and the set must keep a voter (VOTER_NOT_FOUND either way, as Kafka's removeVoter finds no set).
 
 Kafka asks the new voter for ApiVersions to learn its kraft.version range; kraft takes the
 range every kraft node has (0 to 1), and the new voter's fetching, which the caught-up check
@@ -37,7 +39,7 @@ from kraft.raft.membership_messages import (
     request_kraft_versions,
     response_for,
 )
-from kraft.raft.voters import KRAFT_VERSION_DYNAMIC, Voters, VoterSet
+from kraft.raft.voters import KRAFT_VERSION_DYNAMIC, NO_DIRECTORY, Voters, VoterSet
 from kraft.records.control import Voter
 
 KRAFT_VERSIONS_SUPPORTED = (0, KRAFT_VERSION_DYNAMIC)
@@ -64,6 +66,23 @@ def caught_up(progress: LeaderState, node_id: int, fetch_timeout_ms: int, now: i
     return state is not None and state.last_caught_up_ms >= now - fetch_timeout_ms
 
 
+def invalid(request: MembershipRequest, controller_listener: str | None) -> tuple[ErrorCode, str] | None:
+    """What makes the request itself wrong, whatever the quorum's state (Kafka checks it
+    before anything else): INVALID_REQUEST. `controller_listener`: the listener the voters
+    are reached on (None: not known here, not checked)."""
+    if isinstance(request, AddRaftVoterRequest | UpdateRaftVoterRequest) and controller_listener is not None:
+        if not any(listener.name == controller_listener for listener in request.listeners):
+            return ErrorCode.invalid_request, (
+                f"node {request.voter_id} gave no endpoint for the controller listener {controller_listener}")
+    if isinstance(request, UpdateRaftVoterRequest):
+        low, high = request_kraft_versions(request)
+        if not 0 <= low <= high:
+            return ErrorCode.invalid_request, f"node {request.voter_id} gave kraft.version range {low}-{high}"
+    if request_directory_id(request).bytes == NO_DIRECTORY:
+        return ErrorCode.invalid_request, f"node {request.voter_id} gave no directory id"
+    return None
+
+
 def refusal(
     request: MembershipRequest,
     voters: Voters,
@@ -72,10 +91,11 @@ def refusal(
     fetch_timeout_ms: int,
     now: int,
 ) -> tuple[ErrorCode, str] | None:
-    """Why the leader cannot make this change now (None: it can). The cluster id and the
-    leadership are the caller's to check first. The high watermark is the leader's own (in
-    its epoch), never the one it kept from following: until it has committed in its epoch,
-    a change of an earlier leader's that it has not seen committed may still be in force."""
+    """Why the leader cannot make this change now (None: it can). The cluster id, the
+    leadership and `invalid` are the caller's to check first. The high watermark is the
+    leader's own (in its epoch), never the one it kept from following: until it has committed
+    in its epoch, a change of an earlier leader's that it has not seen committed may still be
+    in force."""
     if pending is not None:
         return ErrorCode.request_timed_out, "waiting for the previous voter change to commit"
     high_watermark = progress.high_watermark
@@ -108,7 +128,7 @@ def refusal(
                 f"node {request.voter_id} must give its endpoints and support kraft.version {voters.kraft_version}")
         return None
     if len(latest.voters) == 1:
-        return ErrorCode.invalid_request, f"node {request.voter_id} is the only voter"
+        return ErrorCode.voter_not_found, f"node {request.voter_id} is the only voter: the set cannot be empty"
     return None
 
 

@@ -77,8 +77,9 @@ class VoterChanges:
             return reply(handle, self._answer(
                 request, ErrorCode.not_leader_or_follower,
                 f"node {self.node_id} is not the leader (leader {self.quorum.leader_id}, epoch {self.quorum.epoch})"))
-        why = voter_change_rules.refusal(request, self.voters, leader.progress, leader.voter_change,
-                                 self.config.fetch_timeout_ms, now)
+        listener = self.config.endpoints[0].name if self.config.endpoints else None
+        why = voter_change_rules.invalid(request, listener) or voter_change_rules.refusal(
+            request, self.voters, leader.progress, leader.voter_change, self.config.fetch_timeout_ms, now)
         if why is not None:
             return reply(handle, self._answer(request, *why))
         changed = voter_change_rules.changed_set(request, self.voters.latest)

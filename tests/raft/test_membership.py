@@ -285,3 +285,42 @@ def test_removing_the_only_voter_is_voter_not_found():
     node = standalone_leader()
     answer = node.request(remove(1))
     assert answer.error_code == ErrorCode.voter_not_found and "only voter" in answer.error_message
+
+
+def moved_follower() -> tuple[Node, object]:
+    """Node 2, whose entry in the voter set names other endpoints than it has now, following
+    leader 1 of epoch 1: its first fetch answered, its UpdateRaftVoter sent."""
+    moved = (VoterEndpoint("CONTROLLER", "localhost", 7777),)
+    follower = Node(node_id=2, voters=(), snapshots=formatted(1, 2), endpoints=moved,
+                    directory_id=uuid.UUID(int=2).bytes)
+    follower.request(m.begin_quorum_request("c", 1, 1))
+    (first,) = follower.sends(m.FetchRequest)
+    answer = m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=0, log_start_offset=0)
+    follower.core.handle_response(first.request_id, answer, follower.now)
+    (asked,) = follower.sends(UpdateRaftVoterRequest)
+    return follower, asked
+
+
+def test_an_update_raft_voter_that_gets_no_answer_is_sent_again_every_update_period():
+    """Kafka's follower retries every update period (three fetch timeouts) while its entry is
+    outdated; the first one here is lost."""
+    follower, asked = moved_follower()
+    follower.core.handle_send_failure(asked.request_id, follower.now)
+    period = 3 * follower.config.fetch_timeout_ms
+    resent = []
+    for _ in range(2 * period // 100):  # the leader answers every fetch, with nothing new
+        follower.advance(100)
+        for send in follower.sends():
+            if isinstance(send.request, UpdateRaftVoterRequest):
+                resent.append(follower.now)
+                continue
+            answer = m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=0, log_start_offset=0)
+            follower.core.handle_response(send.request_id, answer, follower.now)
+    assert resent and resent[0] <= period + 200, resent
+
+
+def test_an_update_raft_voter_answer_naming_a_newer_leader_is_followed():
+    follower, asked = moved_follower()
+    newer = update_raft_voter_response(ErrorCode.not_leader_or_follower, leader_id=3, leader_epoch=2)
+    follower.core.handle_response(asked.request_id, newer, follower.now)
+    assert (follower.core.role, follower.core.leader_id, follower.core.epoch) == (Role.FOLLOWER, 3, 2)

@@ -112,7 +112,9 @@ class Follower:
     fetched: bool = False
     leader_start_offset: int = 0  # the leader's log start offset, as its last Fetch answer gave it
     download: SnapshotDownload | None = None
-    voter_updated: bool = False  # KIP-853: UpdateRaftVoter sent to this leader (once each)
+    # KIP-853: when UpdateRaftVoter may next go to this leader while this voter's entry is
+    # outdated (Kafka's update period: three fetch timeouts between tries).
+    voter_update_due: int = 0
     role = Role.FOLLOWER
 
     def deadlines(self, now: int) -> list[int]:

@@ -120,12 +120,12 @@ class VoterChanges:
 
     # ---------------------------------------------------------------- a voter
 
-    def _outdated_entry(self, follower: Follower, high_watermark: int | None) -> bool:
+    def _outdated_entry(self, follower: Follower, high_watermark: int | None, now: int) -> bool:
         """This voter's entry in the committed voter set names other endpoints than it is
-        reached at (it moved, or was added with others): it tells its leader once, as Kafka's
-        voters do after a restart."""
+        reached at (it moved, or was added with others): it tells its leader, as Kafka's
+        voters do after a restart, and again every update period while the entry stays so."""
         config, voters = self.config, self.voters
-        if follower.voter_updated or not follower.fetched or not config.endpoints or config.directory_id is None:
+        if now < follower.voter_update_due or not follower.fetched or not config.endpoints or config.directory_id is None:
             return False
         mine = voters.latest.get(self.node_id)
         hw = high_watermark if high_watermark is not None else 0
@@ -135,9 +135,9 @@ class VoterChanges:
     def ask_to_update(self, follower: Follower, leader_id: int, high_watermark: int | None, now: int) -> bool:
         """Sends UpdateRaftVoter to the leader if this voter's entry is outdated (True: sent,
         the follower's request for this step)."""
-        if not self._outdated_entry(follower, high_watermark):
+        if not self._outdated_entry(follower, high_watermark, now):
             return False
-        follower.voter_updated = True
+        follower.voter_update_due = now + 3 * self.config.fetch_timeout_ms
         mine = self.config.endpoints
         update = membership_messages.update_raft_voter_request(
             self.config.cluster_id, self.quorum.epoch, self.node_id,
@@ -147,13 +147,18 @@ class VoterChanges:
         self.outbox.send(leader_id, update, now)
         return True
 
-    def on_update_response(self, source: int, response: m.MembershipResponse, now: int) -> None:
-        """Refused (a change pending, a new leader...): asked again at the next chance."""
+    def on_update_response(self, source: int, response: membership_messages.UpdateRaftVoterResponse,
+                           now: int) -> None:
+        """An answer naming a newer leader is followed (as Kafka's common response handling);
+        refused (a change pending...): asked again at the next chance."""
+        leader = response.current_leader
+        if self.quorum.learn_leader(leader.leader_id, leader.leader_epoch, now):
+            return
         follower = self.quorum.state
         if response.error_code != ErrorCode.none and isinstance(follower, Follower) and source == self.quorum.leader_id:
             self.gate.once(("update voter", response.error_code), logging.INFO, "node %d: leader %d did not record "
                            "its endpoints (%s); asking again", self.node_id, source, response.error_code.name)
-            follower.voter_updated = False
+            follower.voter_update_due = 0
             self.outbox.back_off(source, now)
 
     # ---------------------------------------------------------------- the latest voter set

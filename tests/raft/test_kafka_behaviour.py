@@ -4,9 +4,8 @@ Kafka does; one test per behaviour, named after it (issue 19)."""
 from kraft.protocol import ErrorCode
 from kraft.raft import Role
 from kraft.raft import messages as m
-from kraft.storage import ElectionState, SnapshotId
-
 from kraft.raft.follower_download import FETCH_SNAPSHOT_MAX_BYTES
+from kraft.storage import ElectionState, SnapshotId
 
 from .conftest import Node, grant_votes, leader_node, partition
 from .test_snapshots import answer, fetch_snapshot, follower_of, snapshot_leader

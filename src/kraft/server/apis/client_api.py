@@ -34,7 +34,7 @@ class ClientApi:
         self.admin = AdminApi(node)
         self.reads = ClientReads(node)
         self.configs = DescribeConfigs(node)
-        self.cluster = DescribeCluster(node, self.reads.brokers)
+        self.cluster = DescribeCluster(node, self.reads.brokers, self.reads.fenced_brokers)
         self.forwarding = Forwarding(node, self.admin)
         self.broker = BrokerLifecycle(node) if node.config.is_broker else None
 

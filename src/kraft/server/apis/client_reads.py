@@ -182,6 +182,19 @@ class ClientReads:
             found[me] = {"node_id": me, "host": host, "port": port, "rack": None}
         return dict(sorted(found.items()))
 
+    def fenced_brokers(self) -> dict[int, dict[str, Any]]:
+        """The image's fenced brokers at their endpoint of this listener's name, by id: what
+        DescribeCluster v2 adds when asked to include them (KIP-1073)."""
+        listener = self.node.config.client_listener
+        assert listener is not None
+        found: dict[int, dict[str, Any]] = {}
+        for broker in self.image.brokers.values():
+            endpoint = next((e for e in broker.endpoints if e.name == listener.name), None)
+            if endpoint is not None and broker.fenced:
+                found[broker.id] = {"node_id": broker.id, "host": endpoint.host, "port": endpoint.port,
+                                    "rack": broker.rack}
+        return dict(sorted(found.items()))
+
     def _log_topic(self, listed: Container[int]) -> dict[str, Any]:
         voters = sorted(self.node.controller_endpoints())
         leader = self._leader_and_epoch(listed)

@@ -266,6 +266,22 @@ def test_the_documented_examples_on_an_empty_group(tools):
     assert from_file.returncode == 0, from_file
     assert committed_of(tools, group).offset == target - 2
 
+    # By time: every record is after 2020, so the first at or after it is the log start;
+    # none is after now plus a day, so Kafka's tool warns and falls back to the log end.
+    earliest = tools.kraft("consumer-groups", "--reset-offsets", "--group", group, "--all-topics", "--to-earliest")
+    by_date = tools.kraft("consumer-groups", "--reset-offsets", "--group", group, "--all-topics", "--to-datetime",
+                          "2020-01-01T00:00:00.000", "--dry-run")
+    assert by_date.returncode == 0 and by_date.stdout == earliest.stdout, by_date
+    future = tools.kraft("consumer-groups", "--reset-offsets", "--group", group, "--all-topics",
+                         "--by-duration=-P1D", "--dry-run")
+    assert future.stdout.startswith(f"\nWarn: Partition 0 from topic {TOPIC} is empty. Falling back to latest known "
+                                    "offset.\n"), future
+    bad_date = tools.kraft("consumer-groups", "--reset-offsets", "--group", group, "--all-topics", "--to-datetime",
+                           "yesterday", "--dry-run")
+    assert (bad_date.returncode, bad_date.stdout) == (
+        1, "\nError: Executing consumer group command failed due to java.text.ParseException: Error parsing "
+           "timestamp. It does not contain a 'T' according to ISO8601 format\n")
+
     latest = tools.kraft("consumer-groups", "--reset-offsets", "--group", group, "--all-topics", "--to-latest",
                          "--execute")
     new = int(latest.stdout.split("\n")[2].split()[-1])

@@ -81,7 +81,8 @@ class Hardened:
     admin and alice have SCRAM credentials from `--add-scram`, and, once `grant_alice_log`
     ran, alice may READ `__cluster_metadata` and nothing else."""
 
-    def __init__(self, directory: Path, voters: int = 3, observers: int = 0) -> None:
+    def __init__(self, directory: Path, voters: int = 3, observers: int = 0,
+                 overrides: dict[str, str] | None = None) -> None:
         self.ca = CertificateAuthority(directory / "certs")
         self.passwords = {"admin": "admin-Secret-9", "alice": "alice-Secret-8"}
         overrides = {
@@ -93,6 +94,7 @@ class Hardened:
             "super.users": "User:CN=node,O=kraft tests;User:admin",
             "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.num.partitions": "3",
+            **(overrides or {}),
         }
         self.cluster = LocalCluster(directory / "cluster", voters=voters, observers=observers, overrides=overrides,
                                     add_scram=[f"{SCRAM_512}=[name={u},password={p}]"
@@ -102,11 +104,14 @@ class Hardened:
         """Starts every node and waits until each lets admin log in (it has applied the
         bootstrap credentials) and names a leader."""
         self.cluster.start()
-        for node_id, node in self.cluster.nodes.items():
-            wait_for(lambda port=node.client_port: self._logs_in(port), timeout=60,
-                     what=f"admin logging in to node {node_id}")
+        self.wait_for_logins(list(self.cluster.nodes))
 
-    def _logs_in(self, port: int) -> bool:
+    def wait_for_logins(self, node_ids: list[int]) -> None:
+        for node_id in node_ids:
+            port = self.cluster.nodes[node_id].client_port
+            wait_for(lambda p=port: self._names_a_leader(p), timeout=60, what=f"admin logging in to node {node_id}")
+
+    def _names_a_leader(self, port: int) -> bool:
         from kraft.protocol.connection import LoginRefused
 
         try:
@@ -114,6 +119,36 @@ class Hardened:
         except (LoginRefused, OSError, ConnectionError, TimeoutError):
             return False
         return state.leader_id >= 0
+
+    def leader(self) -> int:
+        return wait_for_leader(self.cluster, self.tls(), self.login("admin"))
+
+    def logs_in(self, node_id: int, user: str, password: str | None = None) -> bool:
+        """Whether `user` logs in to the node's client listener (and is answered ApiVersions)."""
+        from kraft.protocol.build import build_request
+        from kraft.protocol.connection import LoginRefused
+
+        request = build_request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        try:
+            asyncio.run(ask(self.cluster.nodes[node_id].client_port, request, self.tls(),
+                            self.login(user, password), 10.0))
+        except LoginRefused:
+            return False
+        except (OSError, TimeoutError):
+            return False
+        return True
+
+    def add_user(self, user: str, password: str) -> None:
+        """A SCRAM-SHA-512 credential made by admin through AlterUserScramCredentials."""
+        from kafka.admin import KafkaAdminClient, UserScramCredentialUpsertion
+
+        admin = KafkaAdminClient(**self.kafka_python("admin"), request_timeout_ms=40_000)
+        try:
+            failed = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, SCRAM_512, password)])
+            assert not failed.get(user), failed
+        finally:
+            admin.close()
+        self.passwords[user] = password
 
     def tls(self) -> ssl.SSLContext:
         return client_tls(self.ca)

@@ -10,6 +10,7 @@ import pytest
 
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer, ConsumerRecord, TopicPartition
+from kraft.metadata import decode_record
 from kraft.protocol.connection import ClientLogin
 from kraft.security.local_ca import CertificateAuthority
 from tests.security.secured import client_tls, tls_overrides, wait_for_leader
@@ -63,8 +64,15 @@ def test_a_batch_read_over_sasl_ssl_with_spark_kafka_source_options(spark, secur
           .option("startingOffsets", "earliest").option("endingOffsets", json.dumps({TOPIC: {"0": end}}))
           .option("minPartitions", "2").load())
     assert df.rdd.getNumPartitions() == 2  # two tasks, each logging in on its own
-    assert [(r.offset, r.leaderEpoch, r.isControl, r.key, r.value) for r in df.orderBy("offset").collect()] == \
+    rows = df.orderBy("offset").collect()
+    assert [(r.offset, r.leaderEpoch, r.isControl, r.key, r.value) for r in rows] == \
         [(r.offset, r.leader_epoch, r.is_control, r.key, r.value) for r in reference]
+    # reader's credential is read with its name, mechanism and iterations, its salt and keys
+    # emptied by the node (issue 25: no credential leaves a node but to a node)
+    [credential] = [decode_record(bytes(r.value)) for r in rows
+                    if not r.isControl and r.value is not None and bytes(r.value)[1] == 11]
+    assert (credential.name, credential.mechanism, credential.iterations) == ("reader", 2, 4096)
+    assert (credential.salt, credential.stored_key, credential.server_key) == (b"", b"", b"")
 
     wrong = spark.read.format("kraft").options(**spark_kafka_options(cluster, ca, "wrong")).load()
     with pytest.raises(Exception, match="invalid credentials with SASL mechanism SCRAM-SHA-512"):

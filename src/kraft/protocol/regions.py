@@ -5,6 +5,8 @@ any object with `fileno()`, `position` and `length` (storage's FileRegion is one
 response is encoded once with a short random token in each region's place; the token is
 found in the bytes, its length prefix rewritten for the region's length, and the frame
 split there. The server then writes the bytes and os.sendfile()s each region in between.
+`Pieces` stands for one field's bytes made of several regions and byte strings in order (a
+Fetch answer whose batches were mostly left in the file and a few rewritten).
 """
 
 import dataclasses
@@ -20,13 +22,34 @@ _INT32 = struct.Struct(">i")
 
 @runtime_checkable
 class Region(Protocol):
-    position: int
-    length: int
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
 
     def fileno(self) -> int: ...
 
 
 Segment = bytes | Region
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Pieces:
+    """One `records` field sent as several segments, in order."""
+
+    parts: tuple[Segment, ...]
+
+    @property
+    def length(self) -> int:
+        return sum(_length(p) for p in self.parts)
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def _length(segment: Segment) -> int:
+    return len(segment) if isinstance(segment, bytes) else segment.length
 
 
 def uvarint(n: int) -> bytes:
@@ -53,9 +76,9 @@ def is_region(value: Any) -> bool:
     return known
 
 
-def _swap_regions(value: Any, found: list[tuple[bytes, Region]]) -> Any:
+def _swap_regions(value: Any, found: list[tuple[bytes, Region | Pieces]]) -> Any:
     """A copy of `value` with every region replaced by a fresh token (recorded in `found`)."""
-    if is_region(value):
+    if isinstance(value, Pieces) or is_region(value):
         token = os.urandom(_TOKEN_LENGTH)
         found.append((token, value))
         return token
@@ -87,12 +110,12 @@ class Encoded:
 def encode_response_segments(correlation_id: int, response: Any) -> list[Segment]:
     """The response frame as bytes and regions, in order (one bytes segment if no region)."""
     if isinstance(response, Encoded):
-        size = sum(len(s) if isinstance(s, bytes) else s.length for s in response.body)
+        size = sum(_length(s) for s in response.body)
         header = _INT32.pack(correlation_id) + (b"\x00" if response.flexible else b"")
         first = response.body[0]
         assert isinstance(first, bytes), "a body starts with bytes"
         return [_INT32.pack(size + len(header)) + header + first, *response.body[1:]]
-    found: list[tuple[bytes, Region]] = []
+    found: list[tuple[bytes, Region | Pieces]] = []
     swapped = _swap_regions(response, found)
     header = type(response).__header_schema__(correlation_id=correlation_id)
     body = encode(header) + encode(swapped)
@@ -104,10 +127,12 @@ def encode_response_segments(correlation_id: int, response: Any) -> list[Segment
         at = body.find(token)
         prefix = uvarint(region.length + 1) if flexible else _INT32.pack(region.length)
         segments.append(body[position : at - token_prefix] + prefix)
-        if region.length:
+        if isinstance(region, Pieces):
+            segments += [p for p in region.parts if _length(p)]
+        elif region.length:
             segments.append(region)
         position = at + _TOKEN_LENGTH
     segments.append(body[position:])
-    total = sum(len(s) if isinstance(s, bytes) else s.length for s in segments)
+    total = sum(_length(s) for s in segments)
     segments[0] = _INT32.pack(total) + cast(bytes, segments[0])  # bytes: a region always follows bytes
     return segments

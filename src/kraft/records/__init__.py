@@ -22,6 +22,7 @@ from kraft.records.batch import (
     iter_file_batches,
     parse_header,
     read_batches,
+    with_values,
 )
 from kraft.records.compression import Compression
 from kraft.records.control import (
@@ -74,6 +75,7 @@ __all__ = [
     "VotersRecord",
     "assign_offsets",
     "build_batch",
+    "with_values",
     "build_control_batch",
     "crc_is_valid",
     "decode_control_record",

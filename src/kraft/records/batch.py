@@ -324,12 +324,37 @@ def build_batch(
         base_sequence,
         len(records),
     )
+    return _sealed(base_offset, partition_leader_epoch, fields, body)
+
+
+def _sealed(base_offset: int, partition_leader_epoch: int, fields: tuple[int, ...], body: bytes) -> bytearray:
+    """Header and `body` as one batch: its length and CRC worked out; `fields` are the
+    header's from attributes to the record count."""
     tail = HEADER.pack(0, 0, 0, 0, 0, *fields)[CRC_START:]
     crc = crc32c(body, crc32c(tail))
     length = HEADER_SIZE - LOG_OVERHEAD + len(body)
     batch = bytearray(HEADER.pack(base_offset, length, partition_leader_epoch, MAGIC, crc, *fields))
     batch += body
     return batch
+
+
+def with_values(batch: RecordBatch, values: Sequence[bytes | None]) -> bytearray:
+    """`batch` with each record's value replaced by `values` (in order) and everything else
+    kept: offsets, timestamps, keys, headers, the leader epoch, the producer fields, the
+    attributes (records compressed again as they were). Its length and CRC follow the new
+    bytes, so any reader validates it. A batch whose offsets are not consecutive from its
+    base (no writer of kraft's or Kafka's metadata log makes one) is a ValueError."""
+    h = batch.header
+    records = batch.records()
+    if len(values) != len(records):
+        raise ValueError(f"{len(values)} values for a batch of {len(records)} records")
+    if any(r.offset != h.base_offset + i for i, r in enumerate(records)):
+        raise ValueError(f"the batch at offset {h.base_offset} has gaps in its offsets: they cannot be kept")
+    body, _ = _codec.encode_records([(r.key, v, r.headers, r.timestamp) for r, v in zip(records, values)],
+                                    h.base_timestamp, h.base_timestamp)
+    fields = (h.attributes, h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
+              h.base_sequence, h.records_count)
+    return _sealed(h.base_offset, h.partition_leader_epoch, fields, compress(h.compression, body))
 
 
 def crc_is_valid(batch: bytes | bytearray | memoryview, position: int = 0) -> bool:

@@ -111,6 +111,10 @@ class ClientApi:
     async def fetch_snapshot(self, header: Any, request: Any) -> Any:
         """The core's answer, fenced by the leader epoch as on the controller listener; on this
         listener every fetcher is a consumer, so its ReplicaId is taken as -1 and never counts
-        as a voter's contact (check quorum)."""
-        return await self.node.handle_raft_request(header, dataclasses.replace(request, replica_id=-1))
+        as a voter's contact (check quorum), and a snapshot holding SCRAM credentials is
+        served without them (credential_redaction.py)."""
+        answer = await self.node.handle_raft_request(header, dataclasses.replace(request, replica_id=-1))
+        redact = self.reads.redaction.snapshot_partition
+        return dataclasses.replace(answer, topics=tuple(
+            dataclasses.replace(t, partitions=tuple(redact(p) for p in t.partitions)) for t in answer.topics))
 

@@ -7,8 +7,9 @@ Kafka consumer can read it from offset 0 to the high watermark:
   next to the topics of the metadata image, which exist here as metadata only: no node
   stores data for them, so Fetch and ListOffsets answer UNKNOWN_TOPIC_OR_PARTITION.
 - ListOffsets and OffsetForLeaderEpoch answer with leader epochs (KIP-320).
-- Fetch sends the log's own segment bytes (a FileRegion the server sendfile()s), never past
-  the high watermark, with DivergingEpoch when the fetcher's last epoch disagrees with the
+- Fetch sends the log's own segment bytes (a FileRegion the server sendfile()s), but for the
+  few batches holding SCRAM credentials, which go rewritten without them
+  (credential_redaction.py), never past the high watermark, with DivergingEpoch when the fetcher's last epoch disagrees with the
   log. Below the log start it answers OFFSET_OUT_OF_RANGE, as Kafka does, naming (v12+) the
   snapshot the log starts at, which FetchSnapshot serves on this listener (client_api).
   With nothing to send it waits, up to the request's MaxWait, for the high watermark or
@@ -42,6 +43,7 @@ from kraft.raft.messages import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOP
 from kraft.records import BatchHeader, CorruptRecordError, iter_file_batches, read_batches
 from kraft.security.acl import AclOperation, ResourceType
 from kraft.server.apis.context import NodeContext
+from kraft.server.apis.credential_redaction import CredentialRedaction
 from kraft.server.settings.authorization import REFUSED
 from kraft.storage import FileRegion
 
@@ -61,6 +63,7 @@ _LEADERSHIP_ERRORS = (
 class ClientReads:
     def __init__(self, node: NodeContext) -> None:
         self.node = node
+        self.redaction = CredentialRedaction()  # what this listener serves carries no credential
         self._seen: tuple | None = None  # (high watermark, epoch, leader, leading) after the last step
         self._change: asyncio.Future | None = None  # resolved when that changes
         node.after_step(self._on_step)
@@ -469,7 +472,7 @@ class ClientReads:
         if offset >= hw or (limit <= 0 and not first):
             return entry, 0
         info = node.read_committed(offset, max(limit, 0))
-        entry["records"] = info.data if info.size else b""
+        entry["records"] = self.redaction.log_records(info.data) if info.size else b""
         return entry, info.size
 
     def _snapshot_at(self, start: int) -> dict[str, int]:

@@ -17,11 +17,15 @@ from typing import Any
 
 from kraft.cli.demo_security import ADMIN, MECHANISM, DemoSecurity
 from kraft.cli.local_cluster import LocalCluster
+from kraft.server.settings.security_config import STANDARD_AUTHORIZER
 
 from ..server.cluster_helpers import wait_for
 
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 GROUPS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}
+# Kafka's ACL examples need an authorizer (without one every ACL API answers SECURITY_DISABLED):
+# the plain cluster has Kafka's, letting everyone do what no ACL names, as an open cluster does.
+OPEN_AUTHORIZER = {"authorizer.class.name": STANDARD_AUTHORIZER, "allow.everyone.if.no.acl.found": "true"}
 
 
 @dataclass
@@ -79,7 +83,7 @@ class ToolCluster:
 
 
 def plain_cluster(directory: Path) -> Iterator[ToolCluster]:
-    cluster = LocalCluster(directory, voters=3, observers=1, overrides=GROUPS)
+    cluster = LocalCluster(directory, voters=3, observers=1, overrides={**GROUPS, **OPEN_AUTHORIZER})
     cluster.start()
     try:
         tools = ToolCluster("plain", cluster, None, {})

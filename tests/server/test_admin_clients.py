@@ -18,6 +18,7 @@ kafka-python sends each request to a random broker it knows, so it is pinned to 
 import json
 import shutil
 import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -368,3 +369,27 @@ def test_describe_quorum_in_every_version_kafka_defines(admins):
     (p,) = quorum["topics"][0]["partitions"]
     assert p["leader_id"] == admins.leader and sorted(v["replica_id"] for v in p["current_voters"]) == [1, 2, 3]
     assert sorted(n["node_id"] for n in quorum["nodes"]) == [1, 2, 3]
+
+
+def test_acls_without_an_authorizer_are_security_disabled_as_kafkas(admins):
+    """No authorizer.class.name: Kafka's AclApis answers CreateAcls, DescribeAcls and
+    DeleteAcls SECURITY_DISABLED and keeps nothing; so does every node here, and kraft's tool
+    prints Kafka's line for it."""
+    topic_acl = {"resource_type": 2, "resource_name": "unguarded", "resource_pattern_type": 3,
+                 "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}
+    any_acl = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+               "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    for node in (admins.leader, admins.follower, admins.observer):
+        created = ask(admins.cluster, node, 30, 3, {"creations": [topic_acl]})
+        assert [(r.error_code, r.error_message) for r in created.results] == [
+            (ErrorCode.security_disabled, "No Authorizer is configured.")]
+        deleted = ask(admins.cluster, node, 31, 3, {"filters": [any_acl]})
+        assert [r.error_code for r in deleted.filter_results] == [ErrorCode.security_disabled]
+        described_acls = ask(admins.cluster, node, 29, 3, any_acl)
+        assert (described_acls.error_code, list(described_acls.resources)) == (ErrorCode.security_disabled, [])
+    listed = subprocess.run([sys.executable, "-m", "kraft.cli", "acls", "--bootstrap-server",
+                             f"127.0.0.1:{admins.cluster.nodes[admins.follower].client_port}", "--list"],
+                            capture_output=True, text=True, timeout=120)
+    assert (listed.returncode, listed.stdout) == (1, "Error while executing ACL command: org.apache.kafka.common."
+                                                     "errors.SecurityDisabledException: No Authorizer is configured "
+                                                     "on the broker\n")

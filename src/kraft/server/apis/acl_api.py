@@ -6,7 +6,9 @@ Kafka's AclControlManager rules: a new ACL needs a concrete resource type, a LIT
 PREFIXED pattern, a concrete operation, ALLOW or DENY and a resource name (else
 INVALID_REQUEST naming the field); an ACL that exists already succeeds without a record; a
 filter with an unknown field is INVALID_REQUEST; one delete removes every ACL its filters
-match, each once, in one batch.
+match, each once, in one batch. A node without an authorizer (`authorizer.class.name` unset)
+answers all three SECURITY_DISABLED, as Kafka's AclApis does: ACLs it would not enforce are
+not stored.
 """
 
 import uuid
@@ -24,6 +26,8 @@ from kraft.server.settings.authorization import acl_of
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 VERSIONS = (1, 3)  # Kafka 4 serves v1-v3 (v0 removed by KIP-896)
+NO_AUTHORIZER = "No Authorizer is configured."  # Kafka's words, for Create and Delete
+NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 
 
 def creations(request: Any) -> list[Acl]:

@@ -422,6 +422,8 @@ class AdminApi:
     # ---------------------------------------------------------------- ACLs (acl_api.py)
 
     async def create_acls(self, header: Any, request: Any) -> Any:
+        if not self.node.authorization.enabled:
+            return acl_api.create_refusal(header, request, ErrorCode.security_disabled, acl_api.NO_AUTHORIZER)
         if not self.node.authorization.allowed(AclOperation.ALTER):
             return acl_api.create_refusal(header, request, ErrorCode.cluster_authorization_failed, REFUSED)
         acls = acl_api.creations(request)
@@ -429,6 +431,8 @@ class AdminApi:
             lambda im: acl_api.create_acls(im, acls), len(acls)))
 
     async def delete_acls(self, header: Any, request: Any) -> Any:
+        if not self.node.authorization.enabled:
+            return acl_api.delete_refusal(header, request, ErrorCode.security_disabled, acl_api.NO_AUTHORIZER)
         if not self.node.authorization.allowed(AclOperation.ALTER):
             return acl_api.delete_refusal(header, request, ErrorCode.cluster_authorization_failed, REFUSED)
         filters = [acl_api.filter_of(f) for f in request.filters]
@@ -436,6 +440,8 @@ class AdminApi:
             lambda im: acl_api.delete_acls(im, filters), len(filters)))
 
     async def describe_acls(self, header: Any, request: Any) -> Any:
+        if not self.node.authorization.enabled:
+            return acl_api.describe_refusal(header, ErrorCode.security_disabled, acl_api.NO_AUTHORIZER_DESCRIBE)
         if not self.node.authorization.allowed(AclOperation.DESCRIBE):
             return acl_api.describe_refusal(header, ErrorCode.cluster_authorization_failed, REFUSED)
         return acl_api.describe(self.node.image, header, request)

@@ -25,7 +25,9 @@ from .cluster_helpers import QUIET
 from .test_listeners import NodeThread
 
 SERVER = Path(kraft.server.__file__).parent
-MODULES = {f"kraft.server.{p.stem}": p for p in SERVER.glob("*.py") if p.stem != "__init__"}
+# Every module of the server layer and its rooms (runtime, apis, settings), by dotted name.
+MODULES = {".".join(("kraft.server", *p.relative_to(SERVER).with_suffix("").parts)): p
+           for p in SERVER.rglob("*.py") if p.stem != "__init__"}
 HANDLERS = (AdminApi, BrokerLifecycle, ClientApi, ClientReads, DescribeCluster, DescribeConfigs, Forwarding)
 # What would let a handler read the files behind the context's back.
 STORAGE_INTERNALS = {"FileLog", "FileSnapshotStore", "FileQuorumStateStore", "ReplicatedLog", "SnapshotStore"}

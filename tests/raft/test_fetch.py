@@ -94,6 +94,33 @@ def test_a_parked_fetch_is_answered_empty_when_its_wait_is_over():
     assert partition(reply.response).records is None
 
 
+def test_parked_fetches_are_answered_each_when_its_own_wait_is_over_in_arrival_order():
+    leader = leader_node()
+    leader.request(fetch(offset=1, last_epoch=1, wait=500))  # moves the high watermark to 1
+    for observer, wait in ((7, 300), (8, 100), (9, 300), (10, 900)):
+        assert leader.request(fetch(offset=1, last_epoch=1, replica=observer, wait=wait), handle=observer) is None
+    leader.advance(100)
+    assert [o.handle for o in leader.outbox()] == [8]
+    leader.advance(200)
+    assert [o.handle for o in leader.outbox()] == [7, 9]
+    leader.core.append(records(1), leader.now)
+    leader.advance(1)
+    (reply,) = leader.outbox()
+    assert reply.handle == 10 and partition(reply.response).records, "new data wakes the last one early"
+
+
+def test_a_silent_observer_leaves_describe_quorum_after_the_observer_expiry():
+    leader = leader_node(observer_expiry_ms=60_000)
+    leader.request(fetch(offset=1, last_epoch=1, replica=7))
+    leader.request(fetch(offset=1, last_epoch=1, replica=8))
+    for _ in range(60):  # observer 8 and the voters keep fetching; 7 is silent
+        leader.advance(1_000)
+        for replica in (2, 3, 8):
+            leader.request(fetch(offset=1, last_epoch=1, replica=replica))
+    answer = leader.request(m.describe_quorum_request())
+    assert [o.replica_id for o in partition(answer).observers] == [8]
+
+
 def diverging(p):
     return (p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
 

@@ -50,12 +50,13 @@ from kraft.raft.follower_download import FollowerDownload
 from kraft.raft.gate import Gate
 from kraft.raft.leader import LeaderState
 from kraft.raft.outbox import Outbox, Reply, Send
+from kraft.raft.parked_fetches import ParkedFetch
 from kraft.raft.quorum import VoteResult, vote_result
 from kraft.raft.quorum_state import QuorumState
 from kraft.raft.raft_config import RaftConfig
 from kraft.raft.raft_errors import InvariantViolation, NotLeaderError
 from kraft.raft.retention import LogStart
-from kraft.raft.roles import Campaign, Candidate, Follower, Leader, ParkedFetch, Resigned, Role, RoleState, Unattached
+from kraft.raft.roles import Campaign, Candidate, Follower, Leader, Resigned, Role, RoleState, Unattached
 from kraft.raft.snapshot_catalog import SnapshotCatalog
 from kraft.raft.snapshot_metrics import SnapshotMetrics
 from kraft.raft.state_machine import LeaderAndEpoch, Listener
@@ -383,7 +384,6 @@ class RaftCore:
             self._poll(now)
             return
         self.announcements.announce(leader, now)
-        leader.progress.expire_observers(now, self.config.observer_expiry_ms)
 
     # ---------------------------------------------------------------- follower and observer
 
@@ -489,7 +489,7 @@ class RaftCore:
         if p.fetch_offset < self.log.end_offset or wait_ms <= 0 or hw_moved:
             self._answer_fetch(parked)
         else:
-            leader.parked.append(parked)
+            leader.parked.park(parked)
 
     def _leader_commit(self, leader: Leader) -> bool:
         """Recomputes the leader's high watermark from its voters' positions and delivers what
@@ -549,7 +549,7 @@ class RaftCore:
         self._reply(parked.handle, self._fetch_answer(records=data))
 
     def _answer_parked_fetches(self, leader: Leader, now: int, force: bool = False) -> None:
-        for parked in leader.take_due(now, force, self.log.end_offset):
+        for parked in leader.parked.take_due(now, force, self.log.end_offset):
             self._answer_fetch(parked)
 
     def _on_describe_quorum_request(self, handle: Any, request: m.DescribeQuorumRequest, now: int) -> None:
@@ -561,6 +561,9 @@ class RaftCore:
             answer = m.describe_quorum_response(ErrorCode.not_leader_or_follower, leader_id=self.quorum.leader_field,
                                                 epoch=self.epoch, where=self.config.partition)
         else:
+            # As Kafka's LeaderState: observers not heard from in a while are dropped when
+            # asked for, not at every step (a step would walk the whole fleet).
+            leader.expire_observers(now, self.config.observer_expiry_ms)
             voters, observers = leader.replica_states(self.log.end_offset, now)
             hw = self.high_watermark if self.high_watermark is not None else -1
             answer = m.describe_quorum_response(ErrorCode.none, leader_id=self.node_id, epoch=self.epoch,

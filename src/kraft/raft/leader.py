@@ -107,7 +107,7 @@ class LeaderState:
         return tuple(p.replica_id for p in others)
 
     def expire_observers(self, now: int, expiry_ms: int) -> None:
-        for rid in [r for r, p in self.observer_progress.items() if now - p.last_fetch_ms > expiry_ms]:
+        for rid in [r for r, p in self.observer_progress.items() if now - p.last_fetch_ms >= expiry_ms]:
             del self.observer_progress[rid]
 
     def replica_states(self, log_end_offset: int, now: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:

@@ -14,10 +14,10 @@ does not; the leader never times out into an election, it resigns).
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
 
 from kraft.raft.accumulator import BatchAccumulator
 from kraft.raft.leader import LeaderState
+from kraft.raft.parked_fetches import ParkedFetches
 from kraft.raft.snapshot_fetch import SnapshotDownload
 from kraft.raft.voter_change_rules import PendingChange
 
@@ -142,18 +142,6 @@ class Resigned:
 
 
 @dataclass(slots=True)
-class ParkedFetch:
-    """A replica's Fetch with nothing to answer yet: answered when data or a new high
-    watermark comes, or its MaxWait runs out."""
-
-    handle: Any
-    replica_id: int
-    fetch_offset: int
-    max_bytes: int
-    deadline: int
-
-
-@dataclass(slots=True)
 class Leader:
     """Leading: the replicas' progress and high watermark (LeaderState), the appends not
     yet in the log, the fetches parked until there is something to send, and two timers as
@@ -165,7 +153,7 @@ class Leader:
     progress: LeaderState
     appends: BatchAccumulator
     fetch_timeout_ms: int
-    parked: list[ParkedFetch] = field(default_factory=list)
+    parked: ParkedFetches = field(default_factory=ParkedFetches)
     next_begin_quorum: int = 0
     voter_change: PendingChange | None = None  # KIP-853: an AddRaftVoter/RemoveRaftVoter awaiting its commit
     role = Role.LEADER
@@ -179,7 +167,10 @@ class Leader:
         return self.fetch_timeout_ms // 2
 
     def deadlines(self, now: int) -> list[int]:
-        out = [p.deadline for p in self.parked]
+        out = []
+        parked = self.parked.next_deadline()
+        if parked is not None:
+            out.append(parked)
         if self.voter_change is not None:
             out.append(self.voter_change.deadline)
         out.append(self.progress.quorum_contact_ms(now) + self.check_quorum_ms)
@@ -191,18 +182,6 @@ class Leader:
 
     def timeout_deadline(self) -> int | None:
         return None
-
-    def take_due(self, now: int, force: bool, log_end_offset: int) -> list[ParkedFetch]:
-        """The parked fetches to answer now, in the order they came: those with data, all of
-        them when the high watermark moved (`force`, so followers learn it promptly), and
-        those whose wait is over. The others stay parked."""
-        due: list[ParkedFetch] = []
-        keep: list[ParkedFetch] = []
-        for parked in self.parked:
-            ready = force or now >= parked.deadline or parked.fetch_offset < log_end_offset
-            (due if ready else keep).append(parked)
-        self.parked = keep
-        return due
 
 
 RoleState = Unattached | Voted | Prospective | Candidate | Follower | Resigned | Leader

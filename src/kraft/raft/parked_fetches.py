@@ -1,0 +1,98 @@
+"""The leader's parked fetches, indexed by what wakes them.
+
+A leader with a fleet of observers holds one parked Fetch per observer, and every event is a
+step that asks which of them are due and when the next one will be. A list scanned at each
+step made a round of N answers cost O(N^2) (a step per arriving Fetch, each scanning all N):
+at 1,000 observers about 200 us a step. Here a step costs O(what is due): the fetches are
+kept in arrival order (the order they are answered in) with two heaps beside them, by
+deadline and by fetch offset, since a parked Fetch wakes when its MaxWait runs out or when
+the log grows past its offset (Kafka's fetch purgatory keys its delayed fetches by partition
+and times them out on a timing wheel, for the same reason).
+
+Entries a wake-up took out stay in the other heap until they reach its top (lazy deletion);
+a heap is rebuilt from the live entries when it holds more than twice as many, so an idle
+leader whose fetches only ever time out keeps bounded heaps.
+"""
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class ParkedFetch:
+    """A replica's Fetch with nothing to answer yet: answered when data or a new high
+    watermark comes, or its MaxWait runs out."""
+
+    handle: Any
+    replica_id: int
+    fetch_offset: int
+    max_bytes: int
+    deadline: int
+
+
+class ParkedFetches:
+    __slots__ = ("_waiting", "_by_deadline", "_by_offset", "_next_seq")
+
+    def __init__(self) -> None:
+        self._waiting: dict[int, ParkedFetch] = {}  # arrival number -> fetch, in arrival order
+        self._by_deadline: list[tuple[int, int]] = []  # (deadline, arrival number)
+        self._by_offset: list[tuple[int, int]] = []  # (fetch offset, arrival number)
+        self._next_seq = 0
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def __iter__(self) -> Iterator[ParkedFetch]:
+        return iter(self._waiting.values())
+
+    def park(self, fetch: ParkedFetch) -> None:
+        seq = self._next_seq
+        self._next_seq += 1
+        self._waiting[seq] = fetch
+        heapq.heappush(self._by_deadline, (fetch.deadline, seq))
+        heapq.heappush(self._by_offset, (fetch.fetch_offset, seq))
+
+    def next_deadline(self) -> int | None:
+        """When the earliest MaxWait runs out (None: nothing parked)."""
+        heap, waiting = self._by_deadline, self._waiting
+        while heap and heap[0][1] not in waiting:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def take_due(self, now: int, force: bool, log_end_offset: int) -> list[ParkedFetch]:
+        """The parked fetches to answer now, in the order they came: those with data (the log
+        has grown past their offset), all of them when the high watermark moved (`force`, so
+        fetchers learn it promptly), and those whose wait is over. The others stay parked."""
+        if force:
+            due = list(self._waiting.values())
+            self._waiting.clear()
+            self._by_deadline.clear()
+            self._by_offset.clear()
+            return due
+        taken: list[tuple[int, ParkedFetch]] = []
+        self._take_below(self._by_deadline, now + 1, taken)
+        self._take_below(self._by_offset, log_end_offset, taken)
+        if not taken:
+            return []
+        self._compact()
+        taken.sort(key=lambda entry: entry[0])
+        return [fetch for _, fetch in taken]
+
+    def _take_below(self, heap: list[tuple[int, int]], bound: int, into: list[tuple[int, ParkedFetch]]) -> None:
+        waiting = self._waiting
+        while heap and heap[0][0] < bound:
+            _, seq = heapq.heappop(heap)
+            fetch = waiting.pop(seq, None)
+            if fetch is not None:
+                into.append((seq, fetch))
+
+    def _compact(self) -> None:
+        limit = 2 * len(self._waiting) + 64
+        if len(self._by_deadline) > limit:
+            self._by_deadline = [(fetch.deadline, seq) for seq, fetch in self._waiting.items()]
+            heapq.heapify(self._by_deadline)
+        if len(self._by_offset) > limit:
+            self._by_offset = [(fetch.fetch_offset, seq) for seq, fetch in self._waiting.items()]
+            heapq.heapify(self._by_offset)

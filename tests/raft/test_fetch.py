@@ -11,8 +11,9 @@ from kraft.storage import ElectionState
 from .conftest import Node, follower_batch, leader_node, leader_of_epoch_2, partition, records
 
 
-def fetch(epoch=1, offset=0, last_epoch=0, replica=2, wait=0, cluster="c"):
-    return m.fetch_request(cluster, replica, epoch, offset, last_epoch, 0, wait, 1 << 20)
+def fetch(epoch=1, offset=0, last_epoch=0, replica=2, wait=0, cluster="c", hw=m.NO_HIGH_WATERMARK):
+    """A Fetch; `hw` the fetcher's high watermark (Fetch v18), by default none given."""
+    return m.fetch_request(cluster, replica, epoch, offset, last_epoch, 0, wait, 1 << 20, high_watermark=hw)
 
 
 @pytest.mark.parametrize(
@@ -67,15 +68,40 @@ def test_records_from_the_fetch_offset_and_the_leaders_state():
     assert p.log_start_offset == 0
 
 
-def test_a_fetch_that_moves_the_high_watermark_is_answered_at_once():
+def test_a_parked_fetch_is_answered_at_once_only_when_the_fetchers_high_watermark_is_behind():
+    """Kafka 4.1 (KIP-1166, Fetch v18): a Fetch with nothing to return is parked unless the
+    high watermark it carries is behind the leader's; one that gives none (older than v18)
+    is parked even when it moved the high watermark itself."""
     leader = leader_node()
-    p = partition(leader.request(fetch(offset=1, last_epoch=1, wait=500)))
-    assert p.records is None and p.high_watermark == 1
+    assert leader.request(fetch(offset=1, last_epoch=1, wait=500), handle="old") is None, "parked, as Kafka"
+    assert leader.core.high_watermark == 1, "it moved the high watermark"
+    p = partition(leader.request(fetch(offset=1, last_epoch=1, wait=500, replica=3, hw=0), handle="behind"))
+    assert p.records is None and p.high_watermark == 1, "answered at once: its high watermark is behind"
+    assert leader.request(fetch(offset=1, last_epoch=1, wait=500, replica=3, hw=1), handle="current") is None
+    leader.core.append(records(1), leader.now)
+    leader.advance(1)
+    leader.flush()
+    leader.request(fetch(offset=2, last_epoch=1, wait=0, replica=2), handle="ack")  # moves it to 2
+    answered = {o.handle for o in leader.outbox() if o.__class__.__name__ == "Reply"}
+    assert "current" in answered, "the high watermark passed the one it carried: answered"
+
+
+def test_a_follower_sends_its_high_watermark():
+    leader = leader_node()
+    leader.request(fetch(offset=1, last_epoch=1, replica=3))  # voter 3 holds the LeaderChange: committed
+    follower = Node(2, state=ElectionState(1, 1, None, (1, 2, 3)))
+    follower.advance(1)
+    (send,) = follower.sends(m.FetchRequest)
+    assert partition(send.request).high_watermark == -1, "knows none yet"
+    follower.core.handle_response(send.request_id, leader.request(send.request), follower.now)
+    follower.flush()
+    (send,) = follower.sends(m.FetchRequest)
+    assert partition(send.request).high_watermark == follower.core.high_watermark == 1
 
 
 def test_an_empty_fetch_waits_until_records_arrive():
     leader = leader_node()
-    leader.request(fetch(offset=1, last_epoch=1, wait=500))  # moves the high watermark to 1
+    leader.request(fetch(offset=1, last_epoch=1))  # moves the high watermark to 1
     assert leader.request(fetch(offset=1, last_epoch=1, wait=500)) is None, "nothing to send: parked"
     leader.core.append(records(2), leader.now)
     leader.advance(1)
@@ -85,7 +111,7 @@ def test_an_empty_fetch_waits_until_records_arrive():
 
 def test_a_parked_fetch_is_answered_empty_when_its_wait_is_over():
     leader = leader_node()
-    leader.request(fetch(offset=1, last_epoch=1, wait=500))
+    leader.request(fetch(offset=1, last_epoch=1))
     assert leader.request(fetch(offset=1, last_epoch=1, wait=500)) is None
     leader.advance(499)
     assert not leader.outbox()
@@ -96,7 +122,7 @@ def test_a_parked_fetch_is_answered_empty_when_its_wait_is_over():
 
 def test_parked_fetches_are_answered_each_when_its_own_wait_is_over_in_arrival_order():
     leader = leader_node()
-    leader.request(fetch(offset=1, last_epoch=1, wait=500))  # moves the high watermark to 1
+    leader.request(fetch(offset=1, last_epoch=1))  # moves the high watermark to 1
     for observer, wait in ((7, 300), (8, 100), (9, 300), (10, 900)):
         assert leader.request(fetch(offset=1, last_epoch=1, replica=observer, wait=wait), handle=observer) is None
     leader.advance(100)

@@ -14,8 +14,10 @@ import pytest
 from kraft.cli.cluster_client import create_topic, request, run_async
 from kraft.cli.local_cluster import LOCAL_DEFAULTS, free_port
 from kraft.protocol import ErrorCode, KafkaServer, decode_response, encode_request, response_class
+from kraft.protocol.build import convert
 from kraft.protocol.connection import KafkaConnection
 from kraft.raft import messages as m
+from kraft.server.apis.raft_versions import ABSENT, FETCH
 from kraft.server.runtime.node import PARTITION_DIR, KraftNode
 from kraft.server.runtime.peers import Peers
 from kraft.server.settings.server_config import Endpoint, load_config
@@ -99,7 +101,11 @@ def test_a_fetch_snapshot_chunk_goes_from_file_to_socket_by_sendfile(node, monke
         finally:
             conn.close()
 
-    p = run_async(fetch_snapshot()).topics[0].partitions[0]
+    # The file is renamed into place before the store lists it: ask until it does.
+    answers = []
+    wait_for(lambda: answers.append(run_async(fetch_snapshot()).topics[0].partitions[0])
+             or answers[-1].error_code != ErrorCode.snapshot_not_found, what="the snapshot listed by its store")
+    p = answers[-1]
     assert (p.error_code, p.size, p.position) == (ErrorCode.none, len(content), position)
     assert bytes(p.unaligned_records) == content[position:]
     assert sum(sent_from_snapshot) == len(content) - position, "the chunk was copied through Python"
@@ -157,53 +163,106 @@ def committed(p) -> bool:  # noqa: ANN001
     return p.error_code == ErrorCode.none and p.high_watermark > 0
 
 
-def test_a_peer_vote_is_answered_while_its_fetch_is_parked():
-    """A server answers one connection's requests in order; if a Vote shared the Fetch's
-    connection it would wait for the parked Fetch, which here waits for the Vote."""
-    events = []
+DEADLINE_S = 60  # a wait that runs out is a failure of the test, never a hang until pytest's timeout
+
+
+def peer_sends(register, sends, server_class=KafkaServer) -> list[str]:  # noqa: ANN001
+    """What a node's Peers report (answered or failed, by name) of the requests `sends(peers,
+    done, events)` makes to a test server `register(server)` set up; `done(name)` gives a
+    send's callbacks, which record it in `events`."""
+    events: list[str] = []
 
     async def run() -> None:
-        fetch_arrived, vote_answered = asyncio.Event(), asyncio.Event()
-        server = KafkaServer()
-
-        async def parked_fetch(header, request):  # noqa: ANN001, ANN202
-            fetch_arrived.set()
-            await vote_answered.wait()
-            return m.fetch_response(ErrorCode.none, leader_id=2, epoch=1)
-
-        async def vote(header, request):  # noqa: ANN001, ANN202
-            return m.vote_response(ErrorCode.none, leader_id=-1, epoch=1, granted=True)
-
-        server.register(1, 13, 13, parked_fetch)
-        server.register(52, 0, 2, vote)
+        server = server_class()
+        register(server)
         host, port = await server.start()
         peers = Peers({2: Endpoint(host, port)}.get, "node-1", request_timeout_ms=3000, election_timeout_ms=1000)
         try:
-            finished = asyncio.get_running_loop().create_future()
+            def done(what: str):  # noqa: ANN202
+                return (lambda response: events.append(what)), (lambda: events.append(f"{what} failed"))
 
-            def answered(what: str):  # noqa: ANN202
-                def on_response(response) -> None:  # noqa: ANN001
-                    events.append(what)
-                    if what == "vote":
-                        vote_answered.set()
-                    if len(events) == 2:
-                        finished.set_result(None)
-                return on_response
-
-            def failed(what: str):  # noqa: ANN202
-                def on_failure() -> None:
-                    events.append(f"{what} failed")
-                    if not finished.done():
-                        finished.set_result(None)
-                return on_failure
-
-            peers.send(2, m.fetch_request("c", 1, 1, 0, 0, 0, 500, 1 << 20), answered("fetch"), failed("fetch"), 500)
-            await fetch_arrived.wait()
-            peers.send(2, m.vote_request("c", 1, 1, 0, 0), answered("vote"), failed("vote"))
-            await finished
+            await asyncio.wait_for(sends(peers, done, events), DEADLINE_S)
         finally:
             await peers.close()
             await server.close()
 
     asyncio.run(run())
-    assert events == ["vote", "fetch"]
+    return events
+
+
+async def answered(events: list[str], count: int) -> None:
+    while len(events) < count:
+        await asyncio.sleep(0.01)
+
+
+def test_a_peer_vote_is_answered_while_its_fetch_is_parked():
+    """A server answers one connection's requests in order; if a Vote shared the Fetch's
+    connection it would wait for the parked Fetch, which here waits for the Vote. The
+    server serves Fetch v13 only, as a node of an older build: the core's Fetch (v18) goes to
+    it in v13 (it refused v18 by closing the connection)."""
+    fetch_arrived, vote_answered = asyncio.Event(), asyncio.Event()
+    fetched = []
+
+    def register(server: KafkaServer) -> None:
+        async def parked_fetch(header, request):  # noqa: ANN001, ANN202
+            fetched.append(header.request_api_version)
+            fetch_arrived.set()
+            await vote_answered.wait()
+            return convert(m.fetch_response(ErrorCode.none, leader_id=2, epoch=1), response_class(1, 13), ABSENT[FETCH])
+
+        async def vote(header, request):  # noqa: ANN001, ANN202
+            vote_answered.set()
+            return m.vote_response(ErrorCode.none, leader_id=-1, epoch=1, granted=True)
+
+        server.register(1, 13, 13, parked_fetch)
+        server.register(52, 0, 2, vote)
+
+    async def sends(peers, done, events):  # noqa: ANN001, ANN202
+        peers.send(2, m.fetch_request("c", 1, 1, 0, 0, 0, 500, 1 << 20, high_watermark=0), *done("fetch"), 500)
+        while not fetch_arrived.is_set() and not events:
+            await asyncio.sleep(0.01)
+        peers.send(2, m.vote_request("c", 1, 1, 0, 0), *done("vote"))
+        await answered(events, 2)
+
+    assert peer_sends(register, sends) == ["vote", "fetch"]
+    assert fetched == [13]
+
+
+def test_a_request_no_version_the_peer_serves_can_carry_fails_at_once():
+    """A pre-vote to a peer that serves Vote v0-1 only: dropping PreVote would make it a vote
+    (a new epoch at the peer), so it is not sent; a vote goes, in v1."""
+    voted = []
+
+    def register(server: KafkaServer) -> None:
+        async def vote(header, request):  # noqa: ANN001, ANN202
+            voted.append((header.request_api_version, request.topics[0].partitions[0].replica_epoch))
+            return response_class(52, 1)(error_code=ErrorCode.none, topics=(), node_endpoints=())
+
+        server.register(52, 0, 1, vote)
+
+    async def sends(peers, done, events):  # noqa: ANN001, ANN202
+        peers.send(2, m.vote_request("c", 1, 4, 0, 0, pre_vote=True), *done("pre-vote"))
+        await answered(events, 1)
+        peers.send(2, m.vote_request("c", 1, 4, 0, 0), *done("vote"))
+        await answered(events, 2)
+
+    assert peer_sends(register, sends) == ["pre-vote failed", "vote"]
+    assert voted == [(1, 1)], "the vote in v1, its epoch kept"
+
+
+def test_a_version_the_peer_refuses_fails_the_send_and_does_not_hang():
+    """A peer whose ApiVersions names a version it then refuses (it closes the connection, as
+    Kafka's brokers close one on a version they do not serve): the send fails, at once."""
+
+    class Lying(KafkaServer):
+        def api_versions(self) -> list[tuple[int, int, int]]:
+            return [(k, lo, 18 if k == 1 else hi) for k, lo, hi in super().api_versions()]
+
+    async def fetch(header, request):  # noqa: ANN001, ANN202
+        raise AssertionError("not reached: v18 is refused before a handler")
+
+    async def sends(peers, done, events):  # noqa: ANN001, ANN202
+        peers.send(2, m.fetch_request("c", 1, 1, 0, 0, 0, 500, 1 << 20), *done("fetch"))
+        await answered(events, 1)
+
+    assert peer_sends(lambda server: server.register(1, 13, 13, fetch), sends, Lying) == ["fetch failed"]

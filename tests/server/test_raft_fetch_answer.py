@@ -97,7 +97,7 @@ def test_records_stay_a_file_region(segment_file, version):
 
 def test_a_version_no_leader_serves_is_refused():
     answer = m.fetch_response(ErrorCode.none, leader_id=2, epoch=7)
-    for version in (12, 18):
+    for version in (12, 19):
         with pytest.raises(ValueError, match=f"v{version}"):
             raft_fetch_answer.encode(answer, version)
 

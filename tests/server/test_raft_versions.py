@@ -124,13 +124,14 @@ def test_the_controller_listener_advertises_every_version_served(quorum):
     advertised = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
     assert {key: advertised[key] for key in (VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT,
                                              DESCRIBE_QUORUM)} == {
-        VOTE: (0, 2), BEGIN_QUORUM_EPOCH: (0, 1), END_QUORUM_EPOCH: (0, 1), FETCH: (13, 17),
+        VOTE: (0, 2), BEGIN_QUORUM_EPOCH: (0, 1), END_QUORUM_EPOCH: (0, 1), FETCH: (13, 18),
         FETCH_SNAPSHOT: (0, 1), DESCRIBE_QUORUM: (0, 2),
     }
     client = ask(quorum.cluster.nodes[quorum.leader].client_port, API_VERSIONS, 3,
                  {"client_software_name": "test", "client_software_version": "1"})
     on_client = {k.api_key: (k.min_version, k.max_version) for k in client.api_keys}
     assert on_client[FETCH_SNAPSHOT] == (0, 1) and on_client[DESCRIBE_QUORUM] == (0, 2)
+    assert on_client[FETCH] == (4, 18), "Fetch v18 (KIP-1166) on the client listener too"
     assert VOTE not in on_client, "the election RPCs are the controller listener's only"
 
 

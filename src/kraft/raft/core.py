@@ -373,7 +373,8 @@ class RaftCore:
     def _poll_leader(self, leader: Leader, now: int) -> None:
         if leader.appends.ready(now):
             self._drain(leader, now)
-        self._answer_parked_fetches(leader, now, force=self._leader_commit(leader))
+        self._leader_commit(leader)
+        self._answer_parked_fetches(leader, now)
         self.voter_changes.expire(leader, now)
         if self.state is not leader:
             return  # the committed removal of this leader made it resign
@@ -422,8 +423,10 @@ class RaftCore:
 
     def _fetch_request(self) -> m.FetchRequest:
         config, log_ = self.config, self.log
+        hw = self.high_watermark if self.high_watermark is not None else -1
         return m.fetch_request(config.cluster_id, self.node_id, self.epoch, log_.end_offset, self.history.last_epoch(),
-                               log_.start_offset, config.fetch_max_wait_ms, config.max_fetch_bytes, config.partition)
+                               log_.start_offset, config.fetch_max_wait_ms, config.max_fetch_bytes, config.partition,
+                               high_watermark=hw)
 
     # ---------------------------------------------------------------- candidate and resigned
 
@@ -465,28 +468,29 @@ class RaftCore:
             return self._reply(handle, self._fetch_error(error))
         leader = self.state
         assert isinstance(leader, Leader)
-        if request.replica_id >= 0:
+        replica_id = request.replica_state.replica_id
+        if replica_id >= 0:
             # A voter fetching in our epoch follows us, whatever the answer (records,
             # DivergingEpoch or SnapshotId): it counts toward check quorum.
-            leader.progress.record_contact(request.replica_id, now)
+            leader.progress.record_contact(replica_id, now)
         snapshot = self.catalog.for_fetcher(p.fetch_offset, p.last_fetched_epoch, self.log.start_offset)
         if snapshot is not None:
             return self._reply(handle, self._fetch_answer(snapshot=snapshot))
         diverging = self.history.diverging(p.fetch_offset, p.last_fetched_epoch)
         if diverging is not None:
             return self._reply(handle, self._fetch_answer(diverging=diverging))
-        hw_moved = False
-        if request.replica_id >= 0:
-            leader.progress.record_fetch(request.replica_id, p.fetch_offset, self.log.end_offset, now)
-            hw_moved = self._leader_commit(leader)
-            if hw_moved:
-                self._answer_parked_fetches(leader, now, force=True)
+        if replica_id >= 0:
+            leader.progress.record_fetch(replica_id, p.fetch_offset, self.log.end_offset, now)
+            if self._leader_commit(leader):
+                self._answer_parked_fetches(leader, now)
         max_bytes = min(p.partition_max_bytes, request.max_bytes, self.config.max_fetch_bytes)
         wait_ms = int(request.max_wait.total_seconds() * 1000)
-        parked = ParkedFetch(handle, request.replica_id, p.fetch_offset, max_bytes, now + wait_ms)
-        # Answer at once when there is data, or when this very fetch moved the high
-        # watermark (the fetcher would otherwise learn it only when its wait runs out).
-        if p.fetch_offset < self.log.end_offset or wait_ms <= 0 or hw_moved:
+        parked = ParkedFetch(handle, replica_id, p.fetch_offset, max_bytes, now + wait_ms, p.high_watermark)
+        # As Kafka 4.1 (KIP-1166): answered at once when there is data, or when the fetcher's
+        # high watermark is behind ours (a Fetch that moved it learns the new one so; one
+        # older than v18 sends none, and waits).
+        hw = self.high_watermark if self.high_watermark is not None else -1
+        if p.fetch_offset < self.log.end_offset or wait_ms <= 0 or p.high_watermark < hw:
             self._answer_fetch(parked)
         else:
             leader.parked.park(parked)
@@ -548,8 +552,8 @@ class RaftCore:
             data = self.log.read(parked.fetch_offset, parked.max_bytes).data
         self._reply(parked.handle, self._fetch_answer(records=data))
 
-    def _answer_parked_fetches(self, leader: Leader, now: int, force: bool = False) -> None:
-        for parked in leader.parked.take_due(now, force, self.log.end_offset):
+    def _answer_parked_fetches(self, leader: Leader, now: int) -> None:
+        for parked in leader.parked.take_due(now, self.high_watermark, self.log.end_offset):
             self._answer_fetch(parked)
 
     def _on_describe_quorum_request(self, handle: Any, request: m.DescribeQuorumRequest, now: int) -> None:

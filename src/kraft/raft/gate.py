@@ -130,7 +130,7 @@ class Gate:
         """As Kafka, a Fetch that cannot be right is refused before its epoch is looked at."""
         return not (
             request.max_wait.total_seconds() < 0
-            or request.replica_id == self.node_id
+            or request.replica_state.replica_id == self.node_id
             or p.fetch_offset < 0
             or p.last_fetched_epoch < 0
             or p.last_fetched_epoch > p.current_leader_epoch

@@ -4,7 +4,7 @@ The core speaks these types directly, so the server puts them on the wire unchan
 request names exactly one partition, the core's (`LogPartition`: `__cluster_metadata-0`
 unless RaftConfig names another, as a `__consumer_offsets` partition's core does); these
 helpers keep that nesting out of the core's logic. Versions: Vote v2 (KIP-996's PreVote), BeginQuorumEpoch v0, EndQuorumEpoch
-v0 (KIP-595), Fetch v13 (topic ids, DivergingEpoch, SnapshotId), FetchSnapshot v0
+v0 (KIP-595), Fetch v18 (topic ids, DivergingEpoch, SnapshotId; KIP-1166: the follower's high watermark), FetchSnapshot v0
 (KIP-630), DescribeQuorum v1, AddRaftVoter v0 and RemoveRaftVoter v0 (KIP-853).
 """
 
@@ -20,8 +20,8 @@ from kio.schema.describe_quorum.v1 import response as dq_resp
 from kio.schema.end_quorum_epoch.v0 import request as eqe_req
 from kio.schema.end_quorum_epoch.v0 import response as eqe_resp
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v13 import request as fetch_req
-from kio.schema.fetch.v13 import response as fetch_resp
+from kio.schema.fetch.v18 import request as fetch_req
+from kio.schema.fetch.v18 import response as fetch_resp
 from kio.schema.fetch_snapshot.v0 import request as fs_req
 from kio.schema.fetch_snapshot.v0 import response as fs_resp
 from kio.schema.types import BrokerId, TopicName
@@ -39,6 +39,7 @@ METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID
 METADATA_PARTITION = 0
 NO_LEADER = -1
+NO_HIGH_WATERMARK = 2**63 - 1  # Fetch v18's HighWatermark when the fetcher gives none (Kafka's default)
 
 
 
@@ -235,7 +236,11 @@ def fetch_request(
     max_wait_ms: int,
     max_bytes: int,
     where: LogPartition = METADATA,
+    high_watermark: int = NO_HIGH_WATERMARK,
 ) -> FetchRequest:
+    """`high_watermark`: the fetcher's (KIP-1166; -1: it knows none; by default not given, as
+    a Fetch older than v18), which the leader uses to answer a parked Fetch at once when its
+    own is ahead."""
     p = fetch_req.FetchPartition(
         partition=cast(i32, where.index),
         current_leader_epoch=cast(i32, epoch),
@@ -243,10 +248,11 @@ def fetch_request(
         last_fetched_epoch=cast(i32, last_fetched_epoch),
         log_start_offset=cast(i64, log_start_offset),
         partition_max_bytes=cast(i32, max_bytes),
+        high_watermark=cast(i64, high_watermark),
     )
     return FetchRequest(
         cluster_id=cluster_id,
-        replica_id=cast(BrokerId, replica_id),
+        replica_state=fetch_req.ReplicaState(replica_id=cast(BrokerId, replica_id), replica_epoch=cast(i64, -1)),
         max_wait=cast(i32Timedelta, timedelta(milliseconds=max_wait_ms)),
         min_bytes=cast(i32, 1),
         max_bytes=cast(i32, max_bytes),

@@ -4,10 +4,12 @@ A leader with a fleet of observers holds one parked Fetch per observer, and ever
 step that asks which of them are due and when the next one will be. A list scanned at each
 step made a round of N answers cost O(N^2) (a step per arriving Fetch, each scanning all N):
 at 1,000 observers about 200 us a step. Here a step costs O(what is due): the fetches are
-kept in arrival order (the order they are answered in) with two heaps beside them, by
-deadline and by fetch offset, since a parked Fetch wakes when its MaxWait runs out or when
-the log grows past its offset (Kafka's fetch purgatory keys its delayed fetches by partition
-and times them out on a timing wheel, for the same reason).
+kept in arrival order (the order they are answered in) with three heaps beside them, by
+deadline, by fetch offset and by the fetcher's high watermark, since a parked Fetch wakes
+when its MaxWait runs out, when the log grows past its offset, or when the leader's high
+watermark passes the one the fetcher sent (KIP-1166, Fetch v18; an older Fetch sends none,
+Kafka's Long.MAX_VALUE, and never wakes so). Kafka's fetch purgatory keys its delayed
+fetches by partition and times them out on a timing wheel, for the same reason.
 
 Entries a wake-up took out stay in the other heap until they reach its top (lazy deletion);
 a heap is rebuilt from the live entries when it holds more than twice as many, so an idle
@@ -22,23 +24,25 @@ from typing import Any
 
 @dataclass(slots=True)
 class ParkedFetch:
-    """A replica's Fetch with nothing to answer yet: answered when data or a new high
-    watermark comes, or its MaxWait runs out."""
+    """A replica's Fetch with nothing to answer yet: answered when data comes, when the
+    leader's high watermark passes the fetcher's, or when its MaxWait runs out."""
 
     handle: Any
     replica_id: int
     fetch_offset: int
     max_bytes: int
     deadline: int
+    high_watermark: int  # the fetcher's (Fetch v18; -1: it knows none; NO_HIGH_WATERMARK: older)
 
 
 class ParkedFetches:
-    __slots__ = ("_waiting", "_by_deadline", "_by_offset", "_next_seq")
+    __slots__ = ("_waiting", "_by_deadline", "_by_offset", "_by_high_watermark", "_next_seq")
 
     def __init__(self) -> None:
         self._waiting: dict[int, ParkedFetch] = {}  # arrival number -> fetch, in arrival order
         self._by_deadline: list[tuple[int, int]] = []  # (deadline, arrival number)
         self._by_offset: list[tuple[int, int]] = []  # (fetch offset, arrival number)
+        self._by_high_watermark: list[tuple[int, int]] = []  # (the fetcher's high watermark, arrival number)
         self._next_seq = 0
 
     def __len__(self) -> int:
@@ -53,6 +57,7 @@ class ParkedFetches:
         self._waiting[seq] = fetch
         heapq.heappush(self._by_deadline, (fetch.deadline, seq))
         heapq.heappush(self._by_offset, (fetch.fetch_offset, seq))
+        heapq.heappush(self._by_high_watermark, (fetch.high_watermark, seq))
 
     def next_deadline(self) -> int | None:
         """When the earliest MaxWait runs out (None: nothing parked)."""
@@ -61,19 +66,15 @@ class ParkedFetches:
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
-    def take_due(self, now: int, force: bool, log_end_offset: int) -> list[ParkedFetch]:
+    def take_due(self, now: int, high_watermark: int | None, log_end_offset: int) -> list[ParkedFetch]:
         """The parked fetches to answer now, in the order they came: those with data (the log
-        has grown past their offset), all of them when the high watermark moved (`force`, so
-        fetchers learn it promptly), and those whose wait is over. The others stay parked."""
-        if force:
-            due = list(self._waiting.values())
-            self._waiting.clear()
-            self._by_deadline.clear()
-            self._by_offset.clear()
-            return due
+        has grown past their offset), those whose fetcher's high watermark is behind the
+        leader's `high_watermark`, and those whose wait is over. The others stay parked."""
         taken: list[tuple[int, ParkedFetch]] = []
         self._take_below(self._by_deadline, now + 1, taken)
         self._take_below(self._by_offset, log_end_offset, taken)
+        if high_watermark is not None:
+            self._take_below(self._by_high_watermark, high_watermark, taken)
         if not taken:
             return []
         self._compact()
@@ -96,3 +97,6 @@ class ParkedFetches:
         if len(self._by_offset) > limit:
             self._by_offset = [(fetch.fetch_offset, seq) for seq, fetch in self._waiting.items()]
             heapq.heapify(self._by_offset)
+        if len(self._by_high_watermark) > limit:
+            self._by_high_watermark = [(fetch.high_watermark, seq) for seq, fetch in self._waiting.items()]
+            heapq.heapify(self._by_high_watermark)

@@ -70,7 +70,7 @@ class ClientReads:
 
     def register(self, server: KafkaServer) -> None:
         server.register(PRODUCE, 3, 13, self.produce)
-        server.register(FETCH, 4, 17, self.fetch)
+        server.register(FETCH, 4, 18, self.fetch)
         server.register(LIST_OFFSETS, 1, 8, self.list_offsets)
         server.register(METADATA, 0, 13, self.metadata)
         server.register(DELETE_RECORDS, 0, 2, self.delete_records)

@@ -1,11 +1,12 @@
-"""The Raft Fetch answer written as Kafka's bytes, in every version a KRaft leader serves (13-17).
+"""The Raft Fetch answer written as Kafka's bytes, in every version a KRaft leader serves (13-18).
 
 A leader answers a Fetch from every follower and observer on every commit, and again when
 each one's wait runs out: with a thousand brokers on one leader, that is thousands of answers
-a second. Through kio, each cost about 235 us (the core's v13 entity converted to the version
+a second. Through kio, each cost about 235 us (the core's entity converted to the version
 asked, walked for file regions, then encoded field by field, measured in bench/fleet_bench.py);
 written here straight from the core's entity, about 15 us. The layout is Fetch's from Kafka's
-schema (FetchResponse.json), the same from v13 to v17 but for NodeEndpoints (v16 on):
+schema (FetchResponse.json), the same from v13 to v18 but for NodeEndpoints (v16 on; v18,
+KIP-1166, changes the request alone):
 
     header v1: correlation id, tagged fields
     throttle_time_ms i32, error_code i16, session_id i32,
@@ -28,7 +29,7 @@ from typing import Any, cast
 from kraft.protocol.regions import Encoded, Region, Segment, is_region, uvarint
 from kraft.raft import messages as m
 
-FIRST_VERSION, LAST_VERSION = 13, 17
+FIRST_VERSION, LAST_VERSION = 13, 18
 ENDPOINTS_FROM = 16  # NodeEndpoints is a field from v16 (KIP-951)
 _HEAD = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PARTITION = struct.Struct(">ihqqq")  # index, error, high watermark, last stable offset, log start offset
@@ -47,7 +48,7 @@ def _string(value: str | None) -> bytes:
 
 
 def encode(answer: m.FetchResponse, version: int, endpoints: Sequence[tuple[int, str, int]] = ()) -> Encoded:
-    """The core's answer (Fetch v13's entity) as `version`'s bytes; `endpoints` (node id, host,
+    """The core's answer (its Fetch entity, raft/messages.py) as `version`'s bytes; `endpoints` (node id, host,
     port) go in NodeEndpoints from v16 (the caller gives none to a version that names none)."""
     if not FIRST_VERSION <= version <= LAST_VERSION:
         raise ValueError(f"Fetch v{version} is not one a KRaft leader answers")

@@ -19,7 +19,8 @@ What each version adds, from Kafka's message schemas:
   advertise them. v14 changes nothing here (tiered storage's error), v15 (KIP-903) carries the
   replica as ReplicaState (id, broker epoch), v16 (KIP-951) has endpoints in the answer,
   v17 (KIP-853) the replica's directory id; Kafka's KRaft leader names itself in the
-  answer's endpoints from v17 on, and so does kraft.
+  answer's endpoints from v17 on, and so does kraft. v18 (KIP-1166) the replica's high
+  watermark, which the core speaks: a parked Fetch is answered once the leader's is ahead.
 - FetchSnapshot v1 (KIP-853): the replica's directory id; the leader's endpoints in the answer.
 - DescribeQuorum v1: fetch and caught-up times; v2 (KIP-853): directory ids, error messages,
   and every voter's endpoints.
@@ -51,7 +52,7 @@ KAFKA_VERSIONS: dict[str, tuple[int, int, int]] = {
     "Vote": (VOTE, 0, 2),
     "BeginQuorumEpoch": (BEGIN_QUORUM_EPOCH, 0, 1),
     "EndQuorumEpoch": (END_QUORUM_EPOCH, 0, 1),
-    "Fetch": (FETCH, 13, 17),
+    "Fetch": (FETCH, 13, 18),
     "FetchSnapshot": (FETCH_SNAPSHOT, 0, 1),
     "DescribeQuorum": (DESCRIBE_QUORUM, 0, 2),
     "AddRaftVoter": (ADD_RAFT_VOTER, 0, 1),  # v1: AckWhenCommitted; the core always answers once committed
@@ -79,6 +80,7 @@ ABSENT: dict[int, dict[str, Any]] = {
                                            for i in p.preferred_successors],
     },
     FETCH: {
+        "high_watermark": m.NO_HIGH_WATERMARK,  # a fetcher older than v18 gives none: never answered early
         "replica_id": lambda r: r.replica_state.replica_id,
         "replica_state": lambda r: {"replica_id": r.replica_id, "replica_epoch": -1},  # a controller has no broker epoch
         "replica_directory_id": NO_DIRECTORY,
@@ -166,7 +168,13 @@ class RaftVersions:
             endpoints = self._endpoints(key, version, got, name_leader)
             return raft_fetch_answer.encode(got, version, [(e["node_id"], e["host"], e["port"]) for e in endpoints])
 
-        server.register(key, *self.served[name], handle_fetch if key == FETCH else handle)
+        low, high = self.served[name]
+        if key == FETCH and not raft_fetch_answer.FIRST_VERSION <= low <= high <= raft_fetch_answer.LAST_VERSION:
+            # Fails at start, not on every follower's Fetch (a v18 that raft_fetch_answer did
+            # not write closed each follower's connection, and no leader ever committed).
+            raise ValueError(f"Fetch v{low}-v{high} is served, but raft_fetch_answer writes "
+                             f"v{raft_fetch_answer.FIRST_VERSION}-v{raft_fetch_answer.LAST_VERSION}")
+        server.register(key, low, high, handle_fetch if key == FETCH else handle)
 
     def _endpoints(self, key: int, version: int, answer: Any, name_leader: bool) -> list[dict[str, Any]]:
         """The leader's endpoint an answer in `version` names: the one this node knows, on

@@ -83,7 +83,7 @@ RAFT_APIS = {
     "Vote": (52, 2),  # KIP-996: PreVote
     "BeginQuorumEpoch": (53, 0),
     "EndQuorumEpoch": (54, 0),
-    "Fetch": (1, 13),
+    "Fetch": (1, 18),  # KIP-1166: the follower's high watermark
     "FetchSnapshot": (59, 0),
     "DescribeQuorum": (55, 1),
     "AddRaftVoter": (80, 0),  # KIP-853

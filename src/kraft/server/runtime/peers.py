@@ -22,8 +22,12 @@ send failure at once; the core decides when to try again.
 
 Where a peer is, is asked of the node when it is first sent to (and again if it moved): a
 voter of controller.quorum.voters or of a dynamic quorum's voter set (KIP-853), or one of
-controller.quorum.bootstrap.servers (ids -2, -3, ...). A Fetch to a bootstrap server goes in
-v17, whose answer names the leader's endpoint: how a node that knows no voter finds its leader.
+controller.quorum.bootstrap.servers (ids -2, -3, ...). A Fetch answer from a bootstrap server
+(v17 on) names the leader's endpoint: how a node that knows no voter finds its leader.
+
+Each connection starts with ApiVersions, and each request goes in the version nearest the
+core's that the peer serves (peer_versions.py), so nodes of two builds speak during a
+rolling upgrade.
 """
 
 import asyncio
@@ -32,12 +36,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kraft.protocol.build import convert
-from kraft.protocol.codec import request_class
 from kraft.protocol.connection import KafkaConnection
 from kraft.protocol.tasks import cancel_and_wait
 from kraft.raft import messages as m
-from kraft.server.apis.raft_versions import ABSENT, FETCH
+from kraft.server.runtime.peer_versions import NoCommonVersion, PeerVersions, api_versions_request
 from kraft.server.settings.listener_security import ControllerConnector
 from kraft.server.settings.server_config import Endpoint
 
@@ -62,6 +64,7 @@ class _Channel:
 
     def __init__(self) -> None:
         self.connection: KafkaConnection | None = None
+        self.versions = PeerVersions({})  # what the peer serves, asked first on each connection
         self.connecting: asyncio.Task | None = None
 
 
@@ -76,11 +79,12 @@ class Peer:
         self.channels: dict[str, _Channel] = {}  # made on first use
         self._failures = 0
         self._next_attempt = 0.0
+        self._unsendable: set[str] = set()  # what the peer's versions cannot carry, said once each
 
-    async def connected(self, channel_name: str) -> KafkaConnection:
+    async def connected(self, channel_name: str) -> _Channel:
         channel = self.channels.setdefault(channel_name, _Channel())
         if channel.connection is not None and not channel.connection.closed:
-            return channel.connection
+            return channel
         if channel.connecting is None:
             channel.connecting = asyncio.create_task(self._connect(channel))
         try:
@@ -89,7 +93,7 @@ class Peer:
             if channel.connecting is not None and channel.connecting.done():
                 channel.connecting = None
 
-    async def _connect(self, channel: _Channel) -> KafkaConnection:
+    async def _connect(self, channel: _Channel) -> _Channel:
         wait = self._next_attempt - time.monotonic()
         if wait > 0:
             # Fail now rather than hold the request through the backoff: the core learns at
@@ -99,7 +103,10 @@ class Peer:
                                   f"{wait * 1000:.0f} ms")
         try:
             channel.connection = await self.connector.connect(self.endpoint, self.client_id, timeout=2.0)
+            channel.versions = PeerVersions.of(await channel.connection.request(api_versions_request(), 2.0))
         except (TimeoutError, OSError) as e:
+            if channel.connection is not None:
+                channel.connection.close()
             self._failures += 1
             backoff = min(self.backoff_max_ms, RECONNECT_BACKOFF_MS * 2 ** (self._failures - 1)) / 1000
             self._next_attempt = time.monotonic() + backoff
@@ -109,7 +116,13 @@ class Peer:
         if self._failures:
             log.info("connected to node %d at %s", self.node_id, self.endpoint)
         self._failures = 0
-        return channel.connection
+        return channel
+
+    def refused(self, error: BaseException) -> None:
+        """A send that failed; one the peer's versions cannot carry is logged, once."""
+        if isinstance(error, NoCommonVersion) and str(error) not in self._unsendable:
+            self._unsendable.add(str(error))
+            log.warning("not sent to node %d at %s: %s", self.node_id, self.endpoint, error)
 
     def close(self) -> list[asyncio.Task]:
         """Closes its connections; returns the attempts to connect still under way, to be
@@ -169,24 +182,20 @@ class Peers:
 
     async def _send(self, peer: Peer, request: Any, on_response, on_failure, extra_timeout_ms: int) -> None:
         try:
-            connection = await peer.connected(channel_of(request))
+            channel = await peer.connected(channel_of(request))
+            assert channel.connection is not None
             timeout_s = self.request_timeout_s + extra_timeout_ms / 1000
-            if peer.node_id <= -2 and isinstance(request, m.FetchRequest):
-                response = await self._discover(connection, request, timeout_s)
-            else:
-                response = await connection.request(request, timeout_s)
-        except (TimeoutError, ConnectionError, OSError):
+            answer = await channel.connection.request(channel.versions.outgoing(request), timeout_s)
+        except (TimeoutError, ConnectionError, OSError) as e:
+            peer.refused(e)
             on_failure()
             return
-        on_response(response)
-
-    async def _discover(self, connection: KafkaConnection, request: m.FetchRequest, timeout_s: float) -> Any:
-        """A Fetch to a bootstrap server, in the version whose answer names the leader's
-        endpoint (Fetch v17, KIP-853): a node that knows no voter learns where its leader is."""
-        answer = await connection.request(convert(request, request_class(FETCH, 17), ABSENT[FETCH]), timeout_s)
-        for node in answer.node_endpoints:
-            self.learned[node.node_id] = Endpoint(node.host, node.port)
-        return convert(answer, m.FetchResponse, ABSENT[FETCH])
+        if peer.node_id <= -2 and isinstance(request, m.FetchRequest):
+            # A bootstrap server's answer names the leader's endpoint (Fetch v17 on, KIP-853):
+            # how a node that knows no voter learns where its leader is.
+            for node in getattr(answer, "node_endpoints", ()):
+                self.learned[node.node_id] = Endpoint(node.host, node.port)
+        on_response(PeerVersions.incoming(answer, request))
 
     async def close(self) -> None:
         await cancel_and_wait(self._tasks)

@@ -5,6 +5,7 @@ voter at a time with Kafka's checks, and the answer waits for the commit."""
 import uuid
 from datetime import timedelta
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from kraft.raft import Role
@@ -324,3 +325,93 @@ def test_an_update_raft_voter_answer_naming_a_newer_leader_is_followed():
     newer = update_raft_voter_response(ErrorCode.not_leader_or_follower, leader_id=3, leader_epoch=2)
     follower.core.handle_response(asked.request_id, newer, follower.now)
     assert (follower.core.role, follower.core.leader_id, follower.core.epoch) == (Role.FOLLOWER, 3, 2)
+
+
+# ---------------------------------------------------------------- KIP-1186: AckWhenCommitted, auto-join
+
+
+def test_an_add_raft_voter_without_ack_when_committed_is_answered_once_appended():
+    """AddRaftVoter v1, AckWhenCommitted false: answered as soon as the VotersRecord is in the
+    leader's log (the voter being added may be the one the commit needs); the change still
+    holds the next one back until it commits, and its commit sends no second answer."""
+    node = standalone_leader()
+    caught_up(node, 2)
+    request = add_raft_voter_request("c", 5000, 2, uuid.UUID(int=2), voter(2).endpoints, ack_when_committed=False)
+    answer = node.request(request, handle="add")
+    assert answer is not None and answer.error_code == ErrorCode.none
+    assert node.core.high_watermark <= node.core.voters.latest_offset, "answered before the commit"
+    busy = node.request(add(3))
+    assert busy.error_code == ErrorCode.request_timed_out and "previous voter change" in busy.error_message
+    node.flush()
+    fetch(node, 2, node.core.log.end_offset, node.core.epoch)  # committed
+    assert [o for o in node.outbox() if getattr(o, "handle", None) == "add"] == []
+
+
+def test_an_add_raft_voter_with_ack_when_committed_waits_for_the_commit():
+    node = standalone_leader()
+    caught_up(node, 2)
+    assert node.request(add(2), handle="add") is None and add(2).ack_when_committed
+
+
+def joining_observer(node_id: int = 2, directory: int | None = None, **config) -> Node:
+    endpoints = (VoterEndpoint("CONTROLLER", "localhost", 9000 + node_id),)
+    return Node(node_id=node_id, voters=(), endpoints=endpoints,
+                directory_id=uuid.UUID(int=node_id if directory is None else directory).bytes, **config)
+
+
+def run_pair(leader: Node, follower: Node, until, steps: int = 200, sent: list | None = None) -> list:
+    """Delivers the follower's requests to the leader and the answers back, 50 ms a step,
+    until `until()`; returns the requests the follower sent, in order (also into `sent`)."""
+    sent = [] if sent is None else sent
+    for _ in range(steps):
+        if until():
+            return sent
+        for send in follower.sends():
+            sent.append(send.request)
+            answer = leader.request(send.request, handle=("pair", send.request_id))
+            if answer is not None:
+                follower.core.handle_response(send.request_id, answer, follower.now)
+        leader.flush()
+        follower.flush()
+        for reply in leader.outbox():  # parked fetches answered late
+            if isinstance(getattr(reply, "handle", None), tuple) and reply.handle[0] == "pair":
+                follower.core.handle_response(reply.handle[1], reply.response, follower.now)
+        leader.advance(50)
+        follower.advance(50)
+    raise AssertionError(f"not reached in {steps} steps; sent {[type(r).__name__ for r in sent]}")
+
+
+def test_a_controller_with_auto_join_adds_itself_once_it_has_caught_up():
+    leader = standalone_leader()
+    observer = joining_observer(auto_join=True, bootstrap_servers=1)
+    sent = run_pair(leader, observer, lambda: leader.core.voters.ids == (1, 2) and observer.core.is_voter)
+    adds = [r for r in sent if isinstance(r, AddRaftVoterRequest)]
+    assert adds and not adds[-1].ack_when_committed and adds[-1].voter_directory_id == uuid.UUID(int=2)
+    assert leader.core.voters.latest.get(2).endpoints == observer.config.endpoints
+
+
+def test_a_controller_without_auto_join_stays_an_observer():
+    leader = standalone_leader()
+    observer = joining_observer(bootstrap_servers=1)
+    sent: list = []
+    with pytest.raises(AssertionError, match="not reached"):
+        run_pair(leader, observer, lambda: False, steps=300, sent=sent)  # 15 s: five update periods
+    assert sent and not any(isinstance(r, AddRaftVoterRequest | RemoveRaftVoterRequest) for r in sent)
+    assert observer.core.high_watermark == leader.core.high_watermark, "it fetched all along"
+    assert leader.core.voters.ids == (1,) and not observer.core.is_voter
+
+
+def test_auto_join_removes_its_own_id_with_another_directory_first():
+    """Node 2 lost its disk: the voter set still names (2, its old directory). With auto-join
+    it asks to remove that entry, then to add itself with its new directory."""
+    leader = leader_with_voter_2()
+    observer = joining_observer(directory=22, auto_join=True, bootstrap_servers=1)
+
+    def rejoined() -> bool:
+        entry = leader.core.voters.latest.get(2)
+        return entry is not None and entry.directory_id == uuid.UUID(int=22).bytes
+
+    sent = run_pair(leader, observer, rejoined, steps=600)
+    changes = [r for r in sent if isinstance(r, AddRaftVoterRequest | RemoveRaftVoterRequest)]
+    assert isinstance(changes[0], RemoveRaftVoterRequest) and isinstance(changes[-1], AddRaftVoterRequest)
+    assert (changes[0].voter_id, changes[0].voter_directory_id) == (2, uuid.UUID(int=2))

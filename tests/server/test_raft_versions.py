@@ -220,7 +220,9 @@ def test_a_follower_fetch_gets_the_leaders_records(quorum, version):
     assert (got.current_leader.leader_id, got.current_leader.leader_epoch) == (quorum.leader, quorum.epoch)
     assert got.diverging_epoch.epoch == -1 and got.snapshot_id.epoch == -1
     batches = list(iter_batches(got.records))
-    assert batches and batches[0].base_offset == start and batches[-1].next_offset <= got.high_watermark
+    # Records past the high watermark may come too (the controller may have just appended
+    # one of its own, not yet committed), as from Kafka's leader.
+    assert batches and batches[0].base_offset == start and got.high_watermark > start
     segment = quorum.segment()
     at = next(h.position for h in iter_batches(segment, partial_tail="stop") if h.base_offset == start)
     assert got.records == segment[at : at + len(got.records)]

@@ -227,6 +227,8 @@ class RaftCore:
                     self.follower_download.on_response(destination, response, now)
                 case membership_messages.UpdateRaftVoterResponse():
                     self.voter_changes.on_update_response(destination, response, now)
+                case membership_messages.AddRaftVoterResponse() | membership_messages.RemoveRaftVoterResponse():
+                    self.voter_changes.on_join_response(destination, response, now)
                 case _:
                     raise TypeError(f"unexpected response {type(response).__name__}")
         self._poll(now)
@@ -406,6 +408,7 @@ class RaftCore:
             return
         if (not self.outbox.can_send(leader_id, now)
                 or self.voter_changes.ask_to_update(follower, leader_id, self.high_watermark, now)
+                or self.voter_changes.ask_to_join(follower, leader_id, now)
                 or self.follower_download.ask_for_chunk(follower, leader_id, now)):
             return
         if not self.wants_flush:  # fetch only from a flushed log: the offset we report must be on disk

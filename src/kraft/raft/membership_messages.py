@@ -1,6 +1,5 @@
 """Builders and readers for KIP-853's membership RPCs, as kio's classes: AddRaftVoter (API
-key 80), RemoveRaftVoter (81) and UpdateRaftVoter (82), each v0, the only version Kafka
-defines.
+key 80) v1 (KIP-1186: AckWhenCommitted), RemoveRaftVoter (81) and UpdateRaftVoter (82) v0.
 
 One module for both ends: `kraft metadata-quorum add-controller` / `remove-controller`
 build the requests and read the answers; the leader reads the requests and builds the
@@ -17,8 +16,8 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Final, cast
 
-from kio.schema.add_raft_voter.v0 import request as add_req
-from kio.schema.add_raft_voter.v0 import response as add_resp
+from kio.schema.add_raft_voter.v1 import request as add_req
+from kio.schema.add_raft_voter.v1 import response as add_resp
 from kio.schema.errors import ErrorCode
 from kio.schema.remove_raft_voter.v0 import request as remove_req
 from kio.schema.remove_raft_voter.v0 import response as remove_resp
@@ -51,17 +50,20 @@ _NO_THROTTLE: Final = cast(i32Timedelta, timedelta(0))
 
 
 def add_raft_voter_request(cluster_id: str | None, timeout_ms: int, voter_id: int, directory_id: uuid.UUID,
-                           endpoints: Iterable[VoterEndpoint]) -> AddRaftVoterRequest:
+                           endpoints: Iterable[VoterEndpoint], ack_when_committed: bool = True) -> AddRaftVoterRequest:
     """Make `voter_id`, whose log directory is `directory_id`, a voter, reachable at
     `endpoints` (its controller listeners). The leader answers within `timeout_ms`: once the
-    new set is committed, or REQUEST_TIMED_OUT. `cluster_id` None: not checked (Kafka's
-    admin client sends none)."""
+    new set is committed, or REQUEST_TIMED_OUT; with `ack_when_committed` False (KIP-1186, a
+    controller adding itself), once it is appended: the new voter, which the commit may
+    need, must not wait for that answer to fetch again. `cluster_id` None: not checked
+    (Kafka's admin client sends none)."""
     return AddRaftVoterRequest(
         cluster_id=cluster_id,
         timeout=cast(i32Timedelta, timedelta(milliseconds=timeout_ms)),
         voter_id=cast(i32, voter_id),
         voter_directory_id=directory_id,
         listeners=tuple(add_req.Listener(name=e.name, host=e.host, port=cast(u16, e.port)) for e in endpoints),
+        ack_when_committed=ack_when_committed,
     )
 
 

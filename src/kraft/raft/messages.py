@@ -5,7 +5,7 @@ request names exactly one partition, the core's (`LogPartition`: `__cluster_meta
 unless RaftConfig names another, as a `__consumer_offsets` partition's core does); these
 helpers keep that nesting out of the core's logic. Versions: Vote v2 (KIP-996's PreVote), BeginQuorumEpoch v0, EndQuorumEpoch
 v0 (KIP-595), Fetch v18 (topic ids, DivergingEpoch, SnapshotId; KIP-1166: the follower's high watermark), FetchSnapshot v0
-(KIP-630), DescribeQuorum v1, AddRaftVoter v0 and RemoveRaftVoter v0 (KIP-853).
+(KIP-630), DescribeQuorum v1, AddRaftVoter v1 (KIP-1186) and RemoveRaftVoter v0 (KIP-853).
 """
 
 import uuid

@@ -38,6 +38,9 @@ class RaftConfig:
     # (none: unknown, so it never asks its leader to update its entry in the voter set).
     directory_id: bytes | None = None
     endpoints: tuple[VoterEndpoint, ...] = ()
+    # controller.quorum.auto.join.enable (KIP-1186): a controller that is not a voter of its
+    # dynamic quorum asks the leader to add it.
+    auto_join: bool = False
     # The topic partition this core replicates: every RPC it sends or answers names it.
     # `__cluster_metadata-0` by default; a `__consumer_offsets` partition's core names its own.
     partition: LogPartition = METADATA

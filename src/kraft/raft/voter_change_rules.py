@@ -15,8 +15,10 @@ range every kraft node has (0 to 1), and the new voter's fetching, which the cau
 already requires, shows it is there.
 
 The change is one VotersRecord appended at once; the answer waits for it to commit, or for
-the request's timeout (REQUEST_TIMED_OUT; the record stays and may still commit). A leader
-that removed itself resigns once the removal is committed, as Kafka's does.
+the request's timeout (REQUEST_TIMED_OUT; the record stays and may still commit), except an
+AddRaftVoter with AckWhenCommitted false (v1, KIP-1186: a controller adding itself), answered
+once appended: the change still waits for its commit before the next one. A leader that
+removed itself resigns once the removal is committed, as Kafka's does.
 
 UpdateRaftVoter is a voter telling its leader its endpoints and kraft.version range, when
 they differ from the voter set's (a controller moved, or was formatted with other listeners):
@@ -47,12 +49,14 @@ KRAFT_VERSIONS_SUPPORTED = (0, KRAFT_VERSION_DYNAMIC)
 
 @dataclass
 class PendingChange:
-    """A voter change appended at `offset`, its request waiting for the commit."""
+    """A voter change appended at `offset`, waiting for the commit; its request answered then,
+    unless `acknowledged` already (AckWhenCommitted false)."""
 
     request: MembershipRequest
     handle: Any
     offset: int
     deadline: int
+    acknowledged: bool = False
 
     def answer(self, error: ErrorCode, message: str | None = None) -> MembershipResponse:
         return response_for(self.request, error, message)

@@ -6,9 +6,14 @@ what only voter changes touch, at both ends:
 - the leader's change waiting for its commit (`Leader.voter_change`): appended when
   AddRaftVoter or RemoveRaftVoter passes the checks, answered once the high watermark passes
   it, when its deadline passes, or when the leader steps down first (unknown then: the next
-  leader may still commit it). UpdateRaftVoter is answered at once, as Kafka does.
-- a voter's UpdateRaftVoter (`Follower.voter_updated`): once per leader, when the committed
-  voter set names other endpoints than the voter is reached at; asked again if refused.
+  leader may still commit it). UpdateRaftVoter, and AddRaftVoter with AckWhenCommitted false
+  (KIP-1186), are answered at once, as Kafka does.
+- a voter's UpdateRaftVoter (`Follower.voter_update_due`): when the committed voter set
+  names other endpoints than the voter is reached at, again every update period while it does.
+- a controller's auto-join (`controller.quorum.auto.join.enable`, KIP-1186): an observer
+  that is a controller asks its leader to add it (AddRaftVoter v1, AckWhenCommitted false),
+  every update period while it is not a voter; an entry of its id with another directory id
+  (its disk before it was lost) it asks to remove first, as Kafka's does.
 - what a new latest voter set means for the replica's role: a leader counts the new voters,
   a replica that may no longer campaign becomes an observer, one just added gets an election
   timer.
@@ -36,6 +41,8 @@ from kraft.records import build_control_batch
 from kraft.storage import ReplicatedLog
 
 log = logging.getLogger("kraft.raft")
+
+AUTO_JOIN_TIMEOUT_MS = 30_000  # an auto-join's AddRaftVoter TimeoutMs (KIP-853)
 
 
 class VoterChanges:
@@ -94,27 +101,32 @@ class VoterChanges:
             return reply(handle, self._answer(request, ErrorCode.none))
         timeout_ms = int(request.timeout.total_seconds() * 1000) if hasattr(request, "timeout") else 0
         deadline = now + (timeout_ms if timeout_ms > 0 else self.config.request_timeout_ms)
-        leader.voter_change = voter_change_rules.PendingChange(request, handle, offset, deadline)
+        acknowledged = not getattr(request, "ack_when_committed", True)
+        leader.voter_change = voter_change_rules.PendingChange(request, handle, offset, deadline, acknowledged)
+        if acknowledged:
+            reply(handle, self._answer(request, ErrorCode.none))
 
     def committed(self, leader: Leader, high_watermark: int) -> None:
         """The high watermark moved: the waiting change is answered once it passes it."""
         change = leader.voter_change
         if change is not None and high_watermark > change.offset:
             leader.voter_change = None
-            self.outbox.reply(change.handle, change.answer(ErrorCode.none))
+            if not change.acknowledged:
+                self.outbox.reply(change.handle, change.answer(ErrorCode.none))
 
     def expire(self, leader: Leader, now: int) -> None:
         """The waiting change's deadline passed: REQUEST_TIMED_OUT (the record stays)."""
         change = leader.voter_change
         if change is not None and now >= change.deadline:
             leader.voter_change = None
-            self.outbox.reply(change.handle, change.answer(
+            if not change.acknowledged:
+                self.outbox.reply(change.handle, change.answer(
                 ErrorCode.request_timed_out, f"the voter change at offset {change.offset} did not commit in time"))
 
     def abandon(self, old: Leader) -> None:
         """The leader stepped down with a change appended: maybe committed later by the next
         leader, so the answer is that it is unknown."""
-        if old.voter_change is not None:
+        if old.voter_change is not None and not old.voter_change.acknowledged:
             self.outbox.reply(old.voter_change.handle, old.voter_change.answer(
                 ErrorCode.not_leader_or_follower, f"node {self.node_id} stopped leading before the change committed"))
 
@@ -146,6 +158,42 @@ class VoterChanges:
                  [f"{e.name}://{e.host}:{e.port}" for e in mine])
         self.outbox.send(leader_id, update, now)
         return True
+
+    def ask_to_join(self, follower: Follower, leader_id: int, now: int) -> bool:
+        """Auto-join: sends RemoveRaftVoter (an entry of this id with another directory id) or
+        AddRaftVoter (none) to the leader of a dynamic quorum, if this replica is a controller
+        that is not a voter (True: sent, the follower's request for this step)."""
+        config, voters = self.config, self.voters
+        if (not config.auto_join or now < follower.voter_update_due or not follower.fetched or not config.endpoints
+                or config.directory_id is None or not voters.is_dynamic):
+            return False
+        entry = voters.latest.get(self.node_id)
+        if entry is not None and entry.directory_id == config.directory_id:
+            return False  # a voter
+        follower.voter_update_due = now + 3 * config.fetch_timeout_ms
+        request: m.MembershipRequest
+        if entry is not None:
+            request = membership_messages.remove_raft_voter_request(
+                config.cluster_id, self.node_id, uuid.UUID(bytes=entry.directory_id))
+            log.info("node %d: asking leader %d to remove its old directory %s from the voters", self.node_id,
+                     leader_id, request.voter_directory_id)
+        else:
+            request = membership_messages.add_raft_voter_request(
+                config.cluster_id, AUTO_JOIN_TIMEOUT_MS, self.node_id, uuid.UUID(bytes=config.directory_id),
+                config.endpoints, ack_when_committed=False)
+            log.info("node %d: asking leader %d to add it to the voters", self.node_id, leader_id)
+        self.outbox.send(leader_id, request, now)
+        return True
+
+    def on_join_response(self, source: int, response: membership_messages.AddRaftVoterResponse
+                         | membership_messages.RemoveRaftVoterResponse, now: int) -> None:
+        """An auto-join's answer: a refusal (not caught up yet, a change pending...) is tried
+        again at the next update period."""
+        error, message = membership_messages.response_error(response)
+        if error != ErrorCode.none:
+            self.gate.once(("join", error), logging.INFO, "node %d: leader %d did not change the voters for its "
+                           "auto-join (%s: %s); asking again", self.node_id, source, error.name, message)
+            self.outbox.back_off(source, now)
 
     def on_update_response(self, source: int, response: membership_messages.UpdateRaftVoterResponse,
                            now: int) -> None:

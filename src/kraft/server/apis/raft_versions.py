@@ -55,7 +55,7 @@ KAFKA_VERSIONS: dict[str, tuple[int, int, int]] = {
     "Fetch": (FETCH, 13, 18),
     "FetchSnapshot": (FETCH_SNAPSHOT, 0, 1),
     "DescribeQuorum": (DESCRIBE_QUORUM, 0, 2),
-    "AddRaftVoter": (ADD_RAFT_VOTER, 0, 1),  # v1: AckWhenCommitted; the core always answers once committed
+    "AddRaftVoter": (ADD_RAFT_VOTER, 0, 1),  # v1 (KIP-1186): AckWhenCommitted
     "RemoveRaftVoter": (REMOVE_RAFT_VOTER, 0, 0),
     "UpdateRaftVoter": (UPDATE_RAFT_VOTER, 0, 0),
 }
@@ -87,14 +87,16 @@ ABSENT: dict[int, dict[str, Any]] = {
     },
     FETCH_SNAPSHOT: {"replica_directory_id": NO_DIRECTORY},
     DESCRIBE_QUORUM: {"error_message": None, "replica_directory_id": NO_DIRECTORY},
-    ADD_RAFT_VOTER: {},
+    ADD_RAFT_VOTER: {"ack_when_committed": True},  # v0 is answered once the change commits
     REMOVE_RAFT_VOTER: {},
     UPDATE_RAFT_VOTER: {},
 }
 
 # Request fields that change what the core must do, so a version holding one is served only
-# by a core whose version holds it too.
-NOT_DROPPABLE = frozenset({"pre_vote"})
+# by a core whose version holds it too, and a peer is never sent one in a version without it
+# (a pre-vote taken for a vote; a controller adding itself answered only at the commit it
+# may be needed for, KIP-1186).
+NOT_DROPPABLE = frozenset({"pre_vote", "ack_when_committed"})
 
 # The first version whose answer names the leader's endpoints, where it is not the first
 # version that has the field (Fetch v16 has it for brokers; Kafka's KRaft leader fills it from v17).

@@ -86,7 +86,7 @@ RAFT_APIS = {
     "Fetch": (1, 18),  # KIP-1166: the follower's high watermark
     "FetchSnapshot": (59, 0),
     "DescribeQuorum": (55, 1),
-    "AddRaftVoter": (80, 0),  # KIP-853
+    "AddRaftVoter": (80, 1),  # KIP-853; v1 (KIP-1186): AckWhenCommitted
     "RemoveRaftVoter": (81, 0),
     "UpdateRaftVoter": (82, 0),
 }
@@ -198,6 +198,7 @@ class KraftNode:
             request_timeout_ms=c.controller_quorum_request_timeout_ms,
             retry_backoff_ms=c.controller_quorum_retry_backoff_ms,
             append_linger_ms=c.controller_quorum_append_linger_ms,
+            auto_join=c.controller_quorum_auto_join_enable and c.is_voter,  # a controller's (KIP-1186)
             snapshot_response_max_bytes=c.replica_fetch_response_max_bytes,
             snapshot_partition_max_bytes=c.replica_fetch_snapshot_max_bytes,
             start_offset_lag_time_max_ms=c.metadata_start_offset_lag_time_max_ms,
@@ -245,7 +246,7 @@ class KraftNode:
             offset_metadata_max_bytes=c.offset_metadata_max_bytes,
             commit_timeout_ms=c.offsets_commit_timeout_ms,
         )
-        base = replace(self.raft_config(), directory_id=None, endpoints=())
+        base = replace(self.raft_config(), directory_id=None, endpoints=(), auto_join=False)
         for p in range(c.offsets_topic_num_partitions):
             directory = c.metadata_dir / offsets_voters.partition_dir(p)
             where = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, p)

@@ -205,6 +205,7 @@ class ServerConfig(sec.SecurityKeys):
     controller_quorum_request_timeout_ms: int = _key("controller.quorum.request.timeout.ms", _int(1), 2000)
     controller_quorum_retry_backoff_ms: int = _key("controller.quorum.retry.backoff.ms", _int(0), 20)
     controller_quorum_append_linger_ms: int = _key("controller.quorum.append.linger.ms", _int(0), 25)
+    controller_quorum_auto_join_enable: bool = _key("controller.quorum.auto.join.enable", _bool, False)
     metadata_log_max_record_bytes_between_snapshots: int = _key(
         "metadata.log.max.record.bytes.between.snapshots", _int(1), 20 * 1024 * 1024)
     metadata_snapshot_min_changed_records_ratio: float = _key(

@@ -63,10 +63,10 @@ $(BENCH_INSTALLED): $(INSTALLED)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS),bench]'
 	touch $@
 
-# The C extensions (record codec, metadata record reader, shape check) are rebuilt in place
-# whenever a source changes.
+# The C extensions (record codec, metadata record reader, image untracking, shape check) are
+# rebuilt in place whenever a source changes.
 $(CODEC): $(INSTALLED) src/kraft/records/_codec.c src/kraft/metadata/_fields.c \
-    src/kraft/protocol/_shape.c
+    src/kraft/metadata/_collector.c src/kraft/protocol/_shape.c
 	$(PY) setup.py -q build_ext --inplace
 	touch $@
 

@@ -10,6 +10,12 @@ and 29.8k -> 32.7k records/s, side by side in one process). The rest is full wal
 grown image, which `frozen_when_built` spares a server for what a snapshot load gave it.
 Pausing only defers collection: the allocations still count, the collector runs once when
 resumed, and no cycle made elsewhere meanwhile is lost.
+
+What a batch adds after the freeze would still be walked by every full collection until the
+next snapshot load, and CPython never untracks a NamedTuple (only exact tuples): a zonal
+outage at a million partitions left a million tracked PartitionRegistrations behind. So the
+delta untracks each partition and topic it builds (`_collector.untracked`, in C: a tuple or
+NamedTuple whose items are no containers, or are such tuples, cannot be part of a cycle).
 """
 
 import contextlib

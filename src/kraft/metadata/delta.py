@@ -44,6 +44,7 @@ import immutables
 
 import kraft.metadata.isr_index as isr_index
 import kraft.metadata.partition_replay as partition_replay
+from kraft.metadata._collector import untracked
 from kraft.metadata.image import (
     DERIVED_FENCING,
     EMPTY_MAP,
@@ -192,7 +193,7 @@ class MetadataDelta:
             self.changed.add(("partition", change.id, pid))
         if change.base_count:
             change.dirty.add(pid)
-        change.partitions[pid] = p
+        change.partitions[pid] = untracked(p)
 
     def _isr_holding(self, broker_id: int) -> list[tuple[bytes, tuple[int, ...] | list[int]]]:
         """(topic id, partition ids) of every partition whose ISR holds the broker, as of now:
@@ -323,7 +324,7 @@ class MetadataDelta:
         except ValueError as e:
             raise InvalidRecordError(f"PartitionRecord {change.name}-{r.partition_id}: {e}") from None
         if r.partition_id == count:
-            change.partitions.append(p)
+            change.partitions.append(untracked(p))
             if change.base_count:
                 change.dirty.add(count)
         else:
@@ -562,7 +563,7 @@ class MetadataDelta:
         for tid, change in self._topics.items():
             if change is None:
                 continue
-            topic = new_by_id[tid] = TopicImage(change.name, tid, tuple(change.partitions))
+            topic = new_by_id[tid] = untracked(TopicImage(change.name, tid, tuple(change.partitions)))
             if change.base_count:
                 isr_index.changed_partitions(index, image, tid, change.partitions, change.dirty)
             else:

@@ -10,7 +10,8 @@ Each operation is timed twice, in CPU seconds of this process (time.process_time
 machine shared with other work, wall time measured the machine's load more than the work), as
 it costs in a cluster:
 * controller: what QuorumController.submit does before the append: the operation against the
-  working image, its records encoded, and replayed on the working image;
+  working image, its records encoded, and applied to the working image (`applied_to`: replayed,
+  or the delta the operation derived them with applied);
 * replica: what every replica (controller or broker) does once it commits: the batch read,
   its records decoded and applied to the committed image (MetadataCache.apply_batch);
 and its memory: the bytes the new image holds that the one before it does not share, while
@@ -82,9 +83,10 @@ def run(cache: MetadataCache, operation: Operation) -> dict:
     """One operation as the controller and then every replica pay for it; the cache moves on."""
     image = cache.image
     start = time.process_time()
-    records = operation(image).records
+    result = operation(image)
+    records = result.records
     values = [encode_record(r) for r in records]
-    apply_records(image, records, offset=image.offset + len(records), epoch=image.epoch)
+    result.applied_to(image, offset=image.offset + len(records), epoch=image.epoch)
     controller_s = time.process_time() - start
     data = build_batch([SimpleRecord(None, v) for v in values], base_offset=image.offset + 1,
                        partition_leader_epoch=image.epoch, timestamp=0)

@@ -216,6 +216,42 @@ def test_kraft_controllers_log_replays_the_same_by_kafkas_rules_and_by_derived_f
         assert images["kafka"].brokers == images["derived"].brokers
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_the_controllers_prepared_fencing_is_the_image_kafkas_replay_of_its_records_makes(seed):
+    """A broker operation hands the controller the delta it derived its partition changes
+    with (ControllerResult.prepared), which it applies to its working image instead of
+    replaying the records: that image must be the one Kafka's replay of the records makes,
+    field for field, through registrations, fences, unfences and unregistrations that move
+    leaders, shrink ISRs to their last member and elect leaderless partitions again."""
+    rng = random.Random(seed)
+    image = MetadataImage()
+    prepared = 0
+    warm_up = [("register", b) for b in range(1, 7)] + [("unfence", b) for b in range(1, 7)] + [("create", 0)] * 6
+    for step in range(100):
+        kind, b = warm_up[step] if step < len(warm_up) else (
+            rng.choice(["register", "unfence", "unfence", "fence", "fence", "create", "unregister"]), rng.randint(1, 6))
+        try:
+            if kind == "register":
+                result = ctl.register_broker(image, b, incarnation_id=bytes([b]) * 16, broker_epoch=100 + step)
+            elif kind == "unfence":
+                result = ctl.unfence_broker(image, b, image.broker(b).epoch if image.broker(b) else 0)
+            elif kind == "fence":
+                result = ctl.fence_broker(image, b)
+            elif kind == "unregister":
+                result = ctl.unregister_broker(image, b)
+            else:
+                result = ctl.create_topic(image, ctl.NewTopic(f"t{step}", rng.randint(1, 4), rng.randint(1, 3)), rng)
+        except ctl.ControllerError:
+            continue
+        offset = image.offset + len(result.records)
+        replayed = apply_records(image, result.records, offset=offset, epoch=1)
+        applied = result.applied_to(image, offset=offset, epoch=1)
+        assert applied == replayed, f"step {step}: {kind} {b}"
+        prepared += result.prepared is not None and len(result.records) > 1
+        image = replayed
+    assert prepared >= 10, "the seed fenced or unfenced brokers that led or followed partitions"
+
+
 def test_a_batch_that_fails_inside_a_transaction_leaves_the_transaction_as_it_was():
     log = Log()
     log.batch(broker(1, fenced=False))

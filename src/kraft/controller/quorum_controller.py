@@ -44,7 +44,6 @@ from kraft.metadata import (
     MetadataRecord,
     OperationTooLargeError,
     RecordEncodeError,
-    apply_records,
     encode_record,
     snapshot_records,
 )
@@ -170,7 +169,7 @@ class QuorumController:
             )
         last = core.next_offset + len(records) - 1
         try:
-            working = apply_records(self.working_image, records, offset=last, epoch=core.epoch)
+            working = result.applied_to(self.working_image, offset=last, epoch=core.epoch)
         except InvalidRecordError as e:  # the operation contradicts the image it validated against: a bug
             log.error("controller operation refused by its own working image: %s", e)
             raise ControllerError(Errors.UNKNOWN_SERVER_ERROR, f"The operation's records do not apply: {e}") from None

@@ -573,12 +573,18 @@ class MetadataDelta:
         return by_id.finish(), by_name.finish(), isr_index.applied(image.brokers_to_isrs, index)
 
 
-def partition_changes(image: MetadataImage, records: Iterable[MetadataRecord]) -> list[PartitionChangeRecord]:
+def partition_changes(image: MetadataImage,
+                      records: Iterable[MetadataRecord]) -> tuple[list[PartitionChangeRecord], MetadataDelta]:
     """The PartitionChangeRecords that write down what KIP-630's fencing rules derive from
     `records` (fencing, unfencing, registering a broker): what Kafka's controller writes
     beside them, so that Kafka's replay (which derives nothing) ends where derivation would.
     Each names the leader whenever the leader or the ISR changed, so the leader epoch moves
-    as derivation moves it."""
+    as derivation moves it.
+
+    And the delta that derived them: `records` and the changes replayed by Kafka's rules
+    make the same image as this delta (tests/metadata/test_kafka_replay.py holds them
+    equal), so the controller applies it to its working image rather than replaying what
+    it has just worked out (a broker fence is thousands of partition changes)."""
     delta = MetadataDelta(image, derive_fencing=True).replay_all(records)
     changes = []
     for tid, change in delta._topics.items():
@@ -591,7 +597,7 @@ def partition_changes(image: MetadataImage, records: Iterable[MetadataRecord]) -
                 changes.append(PartitionChangeRecord(
                     partition_id=pid, topic_id=tid, isr=new.isr if new.isr != old.isr else None, leader=new.leader,
                 ))
-    return changes
+    return changes, delta
 
 
 def apply_records(image: MetadataImage, records: Iterable[MetadataRecord], *, offset: int, epoch: int) -> MetadataImage:

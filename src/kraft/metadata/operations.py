@@ -31,7 +31,7 @@ from kraft.metadata.configs import (
     check_configs,
     incremental_alter,
 )
-from kraft.metadata.delta import apply_records, partition_changes
+from kraft.metadata.delta import MetadataDelta, apply_records, partition_changes
 from kraft.metadata.image import (
     DERIVED_FENCING,
     BrokerRegistration,
@@ -73,6 +73,16 @@ _INT64_MAX = 2**63 - 1
 class ControllerResult(Generic[T]):
     records: tuple[MetadataRecord, ...]
     response: T
+    # The records' effect on the image the operation read, when the operation worked it out
+    # already (a broker's fencing: see _with_partition_changes), so it is not replayed again.
+    prepared: MetadataDelta | None = None
+
+    def applied_to(self, image: MetadataImage, *, offset: int, epoch: int) -> MetadataImage:
+        """The image after these records, as of `offset`: what the controller's working
+        image becomes once they are appended. InvalidRecordError if they do not apply."""
+        if self.prepared is not None and self.prepared.image is image:
+            return self.prepared.apply(offset, epoch)
+        return apply_records(image, self.records, offset=offset, epoch=epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,20 +434,22 @@ def register_broker(
         rack=rack,
         fenced=True,
     )
-    return ControllerResult(_with_partition_changes(image, record), broker_epoch)
+    return _with_partition_changes(image, record, broker_epoch)
 
 
-def _with_partition_changes(image: MetadataImage, record: MetadataRecord) -> tuple[MetadataRecord, ...]:
+def _with_partition_changes(image: MetadataImage, record: MetadataRecord, response: T) -> ControllerResult[T]:
     """A broker's registration, fencing or unfencing and what it does to the partitions.
 
     As Kafka's controller does, the ISR and leader changes are written as PartitionChange
-    records beside it, so Kafka's replay rules give the same image. In a log that chose
+    records beside it, so Kafka's replay rules give the same image; the delta that worked
+    them out comes with them, for the controller's working image. In a log that chose
     KIP-630's derived fencing (the kraft.derived.fencing feature), the one record is all:
     every replica derives the changes, and the log stays a few bytes per event.
     """
     if image.features.get(DERIVED_FENCING, 0) >= 1:
-        return (record,)
-    return (record, *partition_changes(image, (record,)))
+        return ControllerResult((record,), response)
+    changes, derived = partition_changes(image, (record,))
+    return ControllerResult((record, *changes), response, prepared=derived)
 
 
 def unregister_broker(image: MetadataImage, broker_id: int) -> ControllerResult[None]:
@@ -445,9 +457,7 @@ def unregister_broker(image: MetadataImage, broker_id: int) -> ControllerResult[
     broker = image.broker(broker_id)
     if broker is None:
         raise ControllerError(Errors.BROKER_ID_NOT_REGISTERED, f"Broker ID {broker_id} is not currently registered")
-    return ControllerResult(
-        _with_partition_changes(image, UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch)), None
-    )
+    return _with_partition_changes(image, UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch), None)
 
 
 def fence_broker(image: MetadataImage, broker_id: int) -> ControllerResult[None]:
@@ -456,7 +466,7 @@ def fence_broker(image: MetadataImage, broker_id: int) -> ControllerResult[None]
     broker = _registered(image, broker_id)
     if broker.fenced:
         return ControllerResult((), None)
-    return ControllerResult(_with_partition_changes(image, FenceBrokerRecord(id=broker_id, epoch=broker.epoch)), None)
+    return _with_partition_changes(image, FenceBrokerRecord(id=broker_id, epoch=broker.epoch), None)
 
 
 def unfence_broker(image: MetadataImage, broker_id: int, broker_epoch: int) -> ControllerResult[None]:
@@ -465,7 +475,7 @@ def unfence_broker(image: MetadataImage, broker_id: int, broker_epoch: int) -> C
     broker = _registered(image, broker_id, broker_epoch)
     if not broker.fenced:
         return ControllerResult((), None)
-    return ControllerResult(_with_partition_changes(image, UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch)), None)
+    return _with_partition_changes(image, UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch), None)
 
 
 # ---------------------------------------------------------------------------- configs

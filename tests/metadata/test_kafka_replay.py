@@ -2,14 +2,16 @@
 .merge and MetadataBatchLoader), and kraft's own log replays the same under Kafka's rules."""
 
 import random
+import re
 
 import pytest
 
-from kraft.metadata import MetadataCache, MetadataImage, ReplayError, apply_records, encode_record
+from kraft.metadata import MetadataCache, MetadataImage, ReplayError, apply_records, encode_record, partition_replay
 from kraft.metadata import operations as ctl
 from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, ScramCredential, image_to_records
 from kraft.metadata.image_snapshot import image_from_records
 from kraft.metadata.records import (
+    NO_LEADER_CHANGE,
     AbortTransactionRecord,
     AccessControlEntryRecord,
     BeginTransactionRecord,
@@ -38,6 +40,7 @@ from kraft.metadata.records import (
     ZkMigrationStateRecord,
 )
 from kraft.records import SimpleRecord, build_batch, read_batches
+from tests.metadata.cluster import index_of, recomputed_index
 
 T1 = bytes([1]) * 16
 DIR_A, DIR_B, DIR_C = bytes([0xA]) * 16, bytes([0xB]) * 16, bytes([0xC]) * 16
@@ -186,6 +189,22 @@ def test_a_kafka_4_style_log_builds_every_part_of_the_image_and_snapshots_it_who
     assert (("user", "alice"),) not in image.client_quotas
 
 
+def operation(image: MetadataImage, kind: str, b: int, step: int, topic: ctl.NewTopic,
+              rng: random.Random) -> ctl.ControllerResult:
+    """One step of the random logs below: broker `b` registered, unfenced, fenced or
+    unregistered, or `topic` created; ControllerError if the image refuses it."""
+    if kind == "register":
+        return ctl.register_broker(image, b, incarnation_id=bytes([b]) * 16, broker_epoch=100 + step)
+    if kind == "unfence":
+        registered = image.broker(b)
+        return ctl.unfence_broker(image, b, registered.epoch if registered else 0)
+    if kind == "fence":
+        return ctl.fence_broker(image, b)
+    if kind == "unregister":
+        return ctl.unregister_broker(image, b)
+    return ctl.create_topic(image, topic, rng)
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_kraft_controllers_log_replays_the_same_by_kafkas_rules_and_by_derived_fencing(seed):
     """The same random operations, through a controller writing Kafka's partition changes and
@@ -199,16 +218,7 @@ def test_kraft_controllers_log_replays_the_same_by_kafkas_rules_and_by_derived_f
         seed_ = rng.random()
         for mode, image in images.items():
             try:
-                if kind == "register":
-                    result = ctl.register_broker(image, b, incarnation_id=bytes([b]) * 16, broker_epoch=100 + step)
-                elif kind == "unfence":
-                    result = ctl.unfence_broker(image, b, image.broker(b).epoch if image.broker(b) else 0)
-                elif kind == "fence":
-                    result = ctl.fence_broker(image, b)
-                elif kind == "unregister":
-                    result = ctl.unregister_broker(image, b)
-                else:
-                    result = ctl.create_topic(image, topic, random.Random(seed_))
+                result = operation(image, kind, b, step, topic, random.Random(seed_))
             except ctl.ControllerError:
                 continue
             images[mode] = apply_records(image, result.records, offset=image.offset + len(result.records), epoch=1)
@@ -230,26 +240,57 @@ def test_the_controllers_prepared_fencing_is_the_image_kafkas_replay_of_its_reco
     for step in range(100):
         kind, b = warm_up[step] if step < len(warm_up) else (
             rng.choice(["register", "unfence", "unfence", "fence", "fence", "create", "unregister"]), rng.randint(1, 6))
+        topic = ctl.NewTopic(f"t{step}", rng.randint(1, 4), rng.randint(1, 3))
         try:
-            if kind == "register":
-                result = ctl.register_broker(image, b, incarnation_id=bytes([b]) * 16, broker_epoch=100 + step)
-            elif kind == "unfence":
-                result = ctl.unfence_broker(image, b, image.broker(b).epoch if image.broker(b) else 0)
-            elif kind == "fence":
-                result = ctl.fence_broker(image, b)
-            elif kind == "unregister":
-                result = ctl.unregister_broker(image, b)
-            else:
-                result = ctl.create_topic(image, ctl.NewTopic(f"t{step}", rng.randint(1, 4), rng.randint(1, 3)), rng)
+            result = operation(image, kind, b, step, topic, rng)
         except ctl.ControllerError:
             continue
         offset = image.offset + len(result.records)
         replayed = apply_records(image, result.records, offset=offset, epoch=1)
         applied = result.applied_to(image, offset=offset, epoch=1)
         assert applied == replayed, f"step {step}: {kind} {b}"
+        assert index_of(applied) == recomputed_index(applied), f"step {step}: {kind} {b}"
         prepared += result.prepared is not None and len(result.records) > 1
         image = replayed
     assert prepared >= 10, "the seed fenced or unfenced brokers that led or followed partitions"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_change_of_isr_and_leader_alone_merges_as_the_whole_record_would_be_checked(seed):
+    """merge takes a shorter way for a PartitionChangeRecord that sets only the ISR and the
+    leader (what fencing writes: a zonal outage at a million partitions is a million of
+    them): it must build the partition a PartitionRecord of the merged fields builds, keeping
+    the directories and ELRs, and refuse what that refuses (duplicates, an ISR member that is
+    not a replica, a leader outside the ISR)."""
+    rng = random.Random(seed)
+    kept = 0
+    for _ in range(400):
+        replicas = tuple(rng.sample(range(1, 8), rng.randint(1, 4)))
+        isr = tuple(rng.sample(replicas, rng.randint(1, len(replicas))))
+        p = partition_replay.from_record(PartitionRecord(
+            partition_id=0, topic_id=T1, replicas=replicas, isr=isr, removing_replicas=(), adding_replicas=(),
+            leader=rng.choice(isr), leader_recovery_state=rng.choice([0, 1]), leader_epoch=rng.randint(0, 9),
+            partition_epoch=rng.randint(0, 9), directories=rng.choice([(), tuple(DIR_A for _ in replicas)]),
+            eligible_leader_replicas=rng.choice([None, (replicas[0],)]), last_known_elr=rng.choice([None, (9,)])))
+        new_isr = rng.choice([None, isr, tuple(rng.sample(replicas, rng.randint(1, len(replicas)))),
+                              isr + (isr[0],), isr + (8,), ()])
+        leader = rng.choice([NO_LEADER_CHANGE, -1, rng.choice(replicas), 8])
+        merged_isr = p.isr if new_isr is None else new_isr
+        whole = PartitionRecord(0, T1, p.replicas, merged_isr, p.removing_replicas, p.adding_replicas,
+                                p.leader if leader == NO_LEADER_CHANGE else leader, p.leader_recovery_state,
+                                p.leader_epoch + (leader != NO_LEADER_CHANGE), p.partition_epoch + 1, p.directories,
+                                p.eligible_leader_replicas, p.last_known_elr)
+        try:
+            expected = partition_replay.from_record(whole)
+        except ValueError as e:
+            with pytest.raises(ValueError, match=re.escape(str(e))):
+                partition_replay.merge(p, PartitionChangeRecord(0, T1, isr=new_isr, leader=leader))
+            continue
+        merged = partition_replay.merge(p, PartitionChangeRecord(0, T1, isr=new_isr, leader=leader))
+        assert merged == expected and type(merged) is type(expected)
+        assert merged.isr is expected.isr, "the ISR is the one interned copy"
+        kept += 1
+    assert 100 <= kept <= 350, "both valid and refused changes were tried"
 
 
 def test_a_batch_that_fails_inside_a_transaction_leaves_the_transaction_as_it_was():

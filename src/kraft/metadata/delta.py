@@ -226,22 +226,22 @@ class MetadataDelta:
         """Applies `update` to every partition whose ISR holds the broker; None is no change."""
         for tid, pids in self._isr_holding(broker_id):
             partitions = self._partitions(tid)
+            change = None
             for pid in pids:
                 new = update(partitions[pid])
                 if new is not None:
-                    change = self._topic_for_write(tid, "fencing")
+                    if change is None:
+                        change = self._topic_for_write(tid, "fencing")
+                        partitions = change.partitions
                     self._set_partition(change, pid, new)
-                    partitions = change.partitions
 
     def _fence_effects(self, broker_id: int) -> None:
         def update(p: PartitionRegistration) -> PartitionRegistration | None:
-            isr = intern_ids(tuple(r for r in p.isr if r != broker_id)) if len(p.isr) > 1 else p.isr
+            isr = intern_ids(tuple([r for r in p.isr if r != broker_id])) if len(p.isr) > 1 else p.isr
             leader = self._elect(p.replicas, isr) if p.leader == broker_id else p.leader
             if isr is p.isr and leader == p.leader:
                 return None
-            return p._replace(
-                isr=isr, leader=leader, leader_epoch=p.leader_epoch + 1, partition_epoch=p.partition_epoch + 1
-            )
+            return partition_replay.with_leader_and_isr(p, isr, leader, p.leader_epoch + 1)
 
         self._derive(broker_id, update)
 
@@ -252,7 +252,7 @@ class MetadataDelta:
             leader = self._elect(p.replicas, p.isr)
             if leader == NO_LEADER:
                 return None
-            return p._replace(leader=leader, leader_epoch=p.leader_epoch + 1, partition_epoch=p.partition_epoch + 1)
+            return partition_replay.with_leader_and_isr(p, p.isr, leader, p.leader_epoch + 1)
 
         self._derive(broker_id, update)
 
@@ -560,14 +560,16 @@ class MetadataDelta:
                 del by_name[old.name]
                 isr_index.removed_topic(index, tid, old.partitions)
         new_by_id: dict[bytes, TopicImage] = {}
+        changed: list[tuple[bytes, list[PartitionRegistration], set[int]]] = []
         for tid, change in self._topics.items():
             if change is None:
                 continue
             topic = new_by_id[tid] = untracked(TopicImage(change.name, tid, tuple(change.partitions)))
             if change.base_count:
-                isr_index.changed_partitions(index, image, tid, change.partitions, change.dirty)
+                changed.append((tid, change.partitions, change.dirty))
             else:
                 isr_index.added_topic(index, tid, topic.partitions)
+        isr_index.changed_partitions(index, image, changed)
         by_id.update(new_by_id)
         by_name.update({topic.name: topic for topic in new_by_id.values()})
         return by_id.finish(), by_name.finish(), isr_index.applied(image.brokers_to_isrs, index)

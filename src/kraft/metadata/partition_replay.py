@@ -42,6 +42,10 @@ def merge(p: PartitionRegistration, r: PartitionChangeRecord) -> PartitionRegist
         leader, leader_epoch = p.leader, p.leader_epoch
     else:
         leader, leader_epoch = r.leader, p.leader_epoch + 1
+    if (r.replicas is None and r.removing_replicas is None and r.adding_replicas is None and r.directories is None
+            and r.eligible_leader_replicas is None and r.last_known_elr is None
+            and r.leader_recovery_state == _NO_CHANGE):
+        return _leader_and_isr(p, r.isr, leader, leader_epoch)
     replicas = p.replicas if r.replicas is None else r.replicas
     return _checked(
         replicas,
@@ -56,6 +60,34 @@ def merge(p: PartitionRegistration, r: PartitionChangeRecord) -> PartitionRegist
         p.eligible_leader_replicas if r.eligible_leader_replicas is None else r.eligible_leader_replicas,
         p.last_known_elr if r.last_known_elr is None else r.last_known_elr,
     )
+
+
+def _leader_and_isr(p: PartitionRegistration, isr: tuple[int, ...] | None, leader: int,
+                    leader_epoch: int) -> PartitionRegistration:
+    """`merge` of a change to the ISR and the leader alone, what a broker's fencing and
+    unfencing write (a zonal outage at a million partitions is a million of them): `p`'s
+    other fields are valid already, so only the new ISR and leader are checked, as
+    `_checked` checks them."""
+    replicas = p.replicas
+    if isr is None or isr == p.isr:
+        isr = p.isr
+    else:
+        isr = intern_ids(isr)
+        if isr is not replicas and (len(set(isr)) != len(isr) or not set(isr) <= set(replicas)):
+            raise ValueError(f"ISR {list(isr)} must be distinct replicas of {list(replicas)}")
+    if leader != NO_LEADER and leader not in isr:
+        raise ValueError(f"leader {leader} is not in the ISR {list(isr)}")
+    return with_leader_and_isr(p, isr, leader, leader_epoch)
+
+
+def with_leader_and_isr(p: PartitionRegistration, isr: tuple[int, ...], leader: int,
+                        leader_epoch: int) -> PartitionRegistration:
+    """`p` with a new (interned) ISR, leader and leader epoch, and the partition epoch + 1,
+    unchecked: for a change known to be valid (merged above, or derived by fencing's rules).
+    Built as a tuple, not by `_replace` (a dict and a map per call)."""
+    return tuple.__new__(PartitionRegistration, (
+        p.replicas, isr, p.removing_replicas, p.adding_replicas, leader, p.leader_recovery_state, leader_epoch,
+        p.partition_epoch + 1, p.directories, p.eligible_leader_replicas, p.last_known_elr))
 
 
 def _checked(

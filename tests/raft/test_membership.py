@@ -21,9 +21,17 @@ from kraft.raft.membership_messages import (
     update_raft_voter_response,
 )
 from kraft.raft.voters import Voters, VoterSet, write_bootstrap
-from kraft.records.control import KRaftVersionRecord, Voter, VoterEndpoint, build_control_batch
+from kraft.records import LeaderChangeMessage, read_batches
+from kraft.records.control import (
+    KRaftVersionRecord,
+    Voter,
+    VoterEndpoint,
+    VotersRecord,
+    build_control_batch,
+    decode_control_record,
+)
 from kraft.storage import MemoryLog, MemorySnapshotStore
-from tests.raft.conftest import Node, grant_votes
+from tests.raft.conftest import Node, grant_votes, leader_node
 
 
 def voter(node_id: int) -> Voter:
@@ -415,3 +423,43 @@ def test_auto_join_removes_its_own_id_with_another_directory_first():
     changes = [r for r in sent if isinstance(r, AddRaftVoterRequest | RemoveRaftVoterRequest)]
     assert isinstance(changes[0], RemoveRaftVoterRequest) and isinstance(changes[-1], AddRaftVoterRequest)
     assert (changes[0].voter_id, changes[0].voter_directory_id) == (2, uuid.UUID(int=2))
+
+
+# ---------------------------------------------------------------- a leader's own entry
+
+
+def written_control(node: Node) -> list:
+    """The control records of the node's log, decoded, in order."""
+    data = bytes(node.log.read(0, 1 << 20).data)
+    return [decode_control_record(r) for b in read_batches(data) if b.header.is_control for r in b.records()]
+
+
+@pytest.mark.parametrize("outdated", [
+    (VoterEndpoint("CONTROLLER", "localhost", 7777),), "kraft.version range"])
+def test_a_new_leader_rewrites_its_own_outdated_entry_at_the_start_of_its_epoch(outdated):
+    """Kafka's leader writes, in its LeaderChange's batch, the kraft.version record and the
+    voter set with its own entry as it is now, when the entry names other endpoints (it
+    restarted on another port) or another kraft.version range (appendStartOfEpochControlRecords)."""
+    entries = [voter(i) for i in (1, 2, 3)]
+    endpoints = entries[0].endpoints
+    if outdated == "kraft.version range":
+        entries[0] = Voter(1, entries[0].directory_id, endpoints, 1, 1)
+    else:
+        endpoints = outdated
+    store = MemorySnapshotStore()
+    write_bootstrap(store, VoterSet(tuple(entries)))
+    node = leader_node(node=Node(1, voters=(), snapshots=store, directory_id=uuid.UUID(int=1).bytes,
+                                 endpoints=endpoints))
+    mine = Voter(1, uuid.UUID(int=1).bytes, endpoints, 0, 1)
+    (change, kraft_version, voters) = written_control(node)
+    assert isinstance(change, LeaderChangeMessage)
+    assert (kraft_version, voters) == (KRaftVersionRecord(1), VotersRecord((mine, voter(2), voter(3))))
+    assert node.core.voters.latest.get(1) == mine and node.core.voters.latest_offset == 2
+    fetch(node, 2, node.core.log.end_offset, node.core.epoch)
+    assert node.core.high_watermark == 3, "committed as any voter change"
+
+
+def test_a_new_leader_whose_entry_is_current_writes_only_its_leader_change():
+    node = leader_node(node=Node(1, voters=(), snapshots=formatted(1, 2, 3), directory_id=uuid.UUID(int=1).bytes,
+                                 endpoints=voter(1).endpoints))
+    assert [type(r) for r in written_control(node)] == [LeaderChangeMessage]

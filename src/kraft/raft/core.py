@@ -63,6 +63,7 @@ from kraft.raft.state_machine import LeaderAndEpoch, Listener
 from kraft.raft.voter_changes import VoterChanges
 from kraft.raft.voters import Voters, VoterSet
 from kraft.records import LeaderChangeMessage, SimpleRecord, build_control_batch
+from kraft.records.control import ControlMessage
 from kraft.storage import (
     InvalidAppendError,
     MemorySnapshotStore,
@@ -113,8 +114,8 @@ class RaftCore:
         self.announcements = Announcements(config, self.voters, self.quorum, self.outbox, self.gate)
         self.elections = Elections(config, self.voters, self.quorum, self.outbox, self.gate, self.history, rng, self._maybe_win)
         self.log_start = LogStart(config, self.voters, raft_log, self.snapshots, self.catalog)
-        self.voter_changes = VoterChanges(config, self.voters, self.quorum, self.outbox, self.gate, raft_log,
-                                          self._validate_leader_epoch, self._drain)
+        self.voter_changes = VoterChanges(config, self.voters, self.quorum, self.outbox, self.gate,
+                                          self._validate_leader_epoch, self._append_control)
         self.follower_download = FollowerDownload(config, self.quorum, self.outbox, self.snapshots,
                                                   self._observe_snapshots, self._install)
         self._start(now)
@@ -325,12 +326,10 @@ class RaftCore:
         progress = LeaderState(self.epoch, self.node_id, self.voters.ids, self.log.end_offset, now,
                                granting_voters=granting)
         appends = BatchAccumulator(self._max_batch_bytes, self.config.max_batch_bytes, self.config.append_linger_ms)
-        self.quorum.become_leader(Leader(progress, appends, self.config.fetch_timeout_ms))
-        batch = build_control_batch(
-            LeaderChangeMessage(self.node_id, self.voters.ids, granting), timestamp=now
-        )
-        self._check_append_at(self.log.end_offset)
-        self.log.append_as_leader(batch, self.epoch)
+        leader = Leader(progress, appends, self.config.fetch_timeout_ms)
+        self.quorum.become_leader(leader)
+        changed = LeaderChangeMessage(self.node_id, self.voters.ids, granting)
+        self._append_control(leader, (changed, *self.voter_changes.own_entry_update()), now)
         log.info("node %d: elected leader of epoch %d with votes from %s", self.node_id, self.epoch, list(granting))
 
     def _become_resigned(self, now: int) -> None:
@@ -537,6 +536,18 @@ class RaftCore:
         self._check_append_at(self.log.end_offset)
         for batch in leader.appends.drain(now):
             self.log.append_as_leader(batch, self.epoch)
+
+    def _append_control(self, leader: Leader, messages: tuple[ControlMessage, ...], now: int) -> int:
+        """One control batch of `messages` after what is queued (which stays before it); the
+        voter records in it count from now, as KIP-853 has them. Returns its base offset."""
+        if leader.appends.count:
+            self._drain(leader, now)
+        offset = self.log.end_offset
+        self._check_append_at(offset)
+        self.log.append_as_leader(build_control_batch(*messages, timestamp=now), self.epoch)
+        for i, message in enumerate(messages):
+            self.voters.observe(offset + i, message)
+        return offset
 
     def _fetch_answer(self, records: Any = None, diverging: OffsetAndEpoch | None = None,
                       snapshot: SnapshotId | None = None) -> m.FetchResponse:

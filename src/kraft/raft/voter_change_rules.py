@@ -42,7 +42,7 @@ from kraft.raft.membership_messages import (
     response_for,
 )
 from kraft.raft.voters import KRAFT_VERSION_DYNAMIC, NO_DIRECTORY, Voters, VoterSet
-from kraft.records.control import Voter
+from kraft.records.control import Voter, VoterEndpoint
 
 KRAFT_VERSIONS_SUPPORTED = (0, KRAFT_VERSION_DYNAMIC)
 
@@ -134,6 +134,23 @@ def refusal(
     if len(latest.voters) == 1:
         return ErrorCode.voter_not_found, f"node {request.voter_id} is the only voter: the set cannot be empty"
     return None
+
+
+def outdated_entry(voters: Voters, node_id: int, directory_id: bytes | None,
+                   endpoints: tuple[VoterEndpoint, ...]) -> Voter | None:
+    """This replica's entry in a dynamic quorum's latest voter set, if it names other endpoints
+    than the replica is reached at (it moved, or its entry was written with others) or another
+    kraft.version range than this build supports: what a voter asks its leader to rewrite
+    (UpdateRaftVoter) and a new leader rewrites itself, as Kafka's voterNodeNeedsUpdate has it.
+    None if it is no voter by this directory id, or its endpoints are not known."""
+    if not endpoints or directory_id is None or voters.kraft_version < KRAFT_VERSION_DYNAMIC:
+        return None
+    mine = voters.latest.get(node_id)
+    if mine is None or mine.directory_id != directory_id:
+        return None
+    if mine.endpoints == endpoints and (mine.min_kraft_version, mine.max_kraft_version) == KRAFT_VERSIONS_SUPPORTED:
+        return None
+    return mine
 
 
 def changed_set(request: MembershipRequest, latest: VoterSet) -> VoterSet:

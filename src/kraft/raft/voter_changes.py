@@ -9,7 +9,9 @@ what only voter changes touch, at both ends:
   leader may still commit it). UpdateRaftVoter, and AddRaftVoter with AckWhenCommitted false
   (KIP-1186), are answered at once, as Kafka does.
 - a voter's UpdateRaftVoter (`Follower.voter_update_due`): when the committed voter set
-  names other endpoints than the voter is reached at, again every update period while it does.
+  names other endpoints (or kraft.version range) than the voter has, again every update
+  period while it does; a new leader whose own entry is so rewrites it in the batch of its
+  LeaderChange (`own_entry_update`), as Kafka's does.
 - a controller's auto-join (`controller.quorum.auto.join.enable`, KIP-1186): an observer
   that is a controller asks its leader to add it (AddRaftVoter v1, AckWhenCommitted false),
   every update period while it is not a voter; an entry of its id with another directory id
@@ -37,8 +39,7 @@ from kraft.raft.quorum_state import QuorumState
 from kraft.raft.raft_config import RaftConfig
 from kraft.raft.roles import Follower, Leader, Unattached
 from kraft.raft.voters import Voters
-from kraft.records import build_control_batch
-from kraft.storage import ReplicatedLog
+from kraft.records.control import ControlMessage, KRaftVersionRecord, Voter
 
 log = logging.getLogger("kraft.raft")
 
@@ -47,17 +48,16 @@ AUTO_JOIN_TIMEOUT_MS = 30_000  # an auto-join's AddRaftVoter TimeoutMs (KIP-853)
 
 class VoterChanges:
     def __init__(self, config: RaftConfig, voters: Voters, quorum: QuorumState, outbox: Outbox, gate: Gate,
-                 raft_log: ReplicatedLog, fence: Callable[[int], ErrorCode],
-                 drain: Callable[[Leader, int], None]) -> None:
+                 fence: Callable[[int], ErrorCode],
+                 append_control: Callable[[Leader, tuple[ControlMessage, ...], int], int]) -> None:
         self.config = config
         self.node_id = config.node_id
         self.voters = voters
         self.quorum = quorum
         self.outbox = outbox
         self.gate = gate
-        self.log = raft_log
         self.fence = fence  # the core's KIP-320 check of a request that must reach the leader
-        self.drain = drain  # the core's: the leader's queued appends into the log
+        self.append_control = append_control  # the core's: a control batch after what is queued
         self._seen = voters.generation
 
     # ---------------------------------------------------------------- the leader
@@ -90,11 +90,7 @@ class VoterChanges:
         if why is not None:
             return reply(handle, self._answer(request, *why))
         changed = voter_change_rules.changed_set(request, self.voters.latest)
-        if leader.appends.count:
-            self.drain(leader, now)  # what was appended before the change stays before it
-        offset = self.log.end_offset
-        self.log.append_as_leader(build_control_batch(changed.record(), timestamp=now), self.quorum.epoch)
-        self.voters.observe(offset, changed.record())
+        offset = self.append_control(leader, (changed.record(),), now)
         log.info("node %d: voters %s -> %s at offset %d", self.node_id, list(self.voters.at(offset - 1).ids),
                  list(changed.ids), offset)
         if updating:  # answered at once, as Kafka does: the voter's endpoints changed, not the majority
@@ -139,10 +135,24 @@ class VoterChanges:
         config, voters = self.config, self.voters
         if now < follower.voter_update_due or not follower.fetched or not config.endpoints or config.directory_id is None:
             return False
-        mine = voters.latest.get(self.node_id)
         hw = high_watermark if high_watermark is not None else 0
-        return (mine is not None and mine.directory_id == config.directory_id and voters.latest_offset < hw
-                and voters.kraft_version >= 1 and mine.endpoints != config.endpoints)
+        return (voter_change_rules.outdated_entry(voters, self.node_id, config.directory_id, config.endpoints)
+                is not None and voters.latest_offset < hw)
+
+    def own_entry_update(self) -> tuple[ControlMessage, ...]:
+        """What a new leader writes after its LeaderChange, in that batch, when its own entry in
+        the voter set is outdated: the kraft.version record and the set with its entry
+        rewritten, as Kafka's leader does at the start of its epoch (LeaderState's
+        appendStartOfEpochControlRecords)."""
+        config, voters = self.config, self.voters
+        if voter_change_rules.outdated_entry(voters, self.node_id, config.directory_id, config.endpoints) is None:
+            return ()
+        assert config.directory_id is not None
+        low, high = voter_change_rules.KRAFT_VERSIONS_SUPPORTED
+        mine = Voter(self.node_id, config.directory_id, config.endpoints, low, high)
+        log.info("node %d: rewriting its own entry in the voters: endpoints %s", self.node_id,
+                 [f"{e.name}://{e.host}:{e.port}" for e in config.endpoints])
+        return KRaftVersionRecord(voters.kraft_version), voters.latest.without(self.node_id).with_voter(mine).record()
 
     def ask_to_update(self, follower: Follower, leader_id: int, high_watermark: int | None, now: int) -> bool:
         """Sends UpdateRaftVoter to the leader if this voter's entry is outdated (True: sent,

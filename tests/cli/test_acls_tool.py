@@ -2,6 +2,8 @@
 documentation (security, "Examples"), what they print as Kafka's AclCommand prints it, and
 the ACLs they leave as kafka-python's admin client reads them back."""
 
+from tests.server.cluster_helpers import wait_for
+
 
 def pattern(resource_type: str, name: str, pattern_type: str = "LITERAL") -> str:
     return f"ResourcePattern(resourceType={resource_type}, name={name}, patternType={pattern_type})"
@@ -16,8 +18,27 @@ def block(title: str, entries: list[str]) -> str:
     return f"{title}: \n " + "\n".join(f"\t{e}" for e in entries) + " \n\n"
 
 
-def acls_read_back(tools, topic: str) -> set[str]:
-    """Every ACL on `topic` (literal and prefixed patterns), as kafka-python lists them."""
+def acls_read_back(tools, topic: str, until=lambda acls: True) -> set[str]:
+    """Every ACL on `topic` (literal and prefixed patterns), as kafka-python lists them, once
+    they satisfy `until`: DescribeAcls is answered by whichever node kafka-python picks, from
+    its own metadata image, which follows the controller's commit a moment later (as a Kafka
+    broker's authorizer cache does), so a change the tool was told is committed is waited for."""
+    seen: set[str] = set()
+
+    def read() -> bool:
+        seen.clear()
+        seen.update(describe_acls(tools, topic))
+        return until(seen)
+
+    wait_for(read, timeout=60, what=f"the ACLs on {topic} as kafka-python reads them")
+    return seen
+
+
+def literal_of(acls: set[str]) -> set[str]:
+    return {a for a in acls if "patternType=LITERAL" in a}
+
+
+def describe_acls(tools, topic: str) -> set[str]:
     from kafka.admin import (
         ACLFilter,
         ACLOperation,
@@ -72,7 +93,7 @@ def test_the_documented_examples(tools):
     lines = listed.stdout.split("\n")
     assert lines[0] == title and lines[-2:] == ["", ""]
     shown = {f"{pattern('TOPIC', topic)} {line.strip()}" for line in lines[1:-2]}
-    literal = {a for a in acls_read_back(tools, topic) if "patternType=LITERAL" in a}
+    literal = literal_of(acls_read_back(tools, topic, lambda acls: literal_of(acls) == shown))
     assert shown == literal and len(shown) == 8 + 2 + 3 + 2
     matching = tools.kraft("acls", "--list", "--topic", topic, "--resource-pattern-type", "match")
     assert f"Current ACLs for resource `{pattern('TOPIC', 'Test-', 'PREFIXED')}`: " in matching.stdout
@@ -88,11 +109,11 @@ def test_the_documented_examples(tools):
     assert question.returncode == 0
     assert question.stdout.startswith("Are you sure you want to remove ACLs: \n \t" + entries[0])
     assert question.stdout.endswith(f" \n from resource filter `{pattern('TOPIC', topic)}`? (y/n)\n")
-    assert not {a for a in acls_read_back(tools, topic) if "198.51.100.0" in a or "198.51.100.1" in a}
+    acls_read_back(tools, topic, lambda acls: not {a for a in acls if "198.51.100.0" in a or "198.51.100.1" in a})
     kept = tools.kraft("acls", "--remove", "--topic", topic, stdin="n\n")
     assert kept.returncode == 0 and acls_read_back(tools, topic)
     assert tools.kraft("acls", "--remove", "--topic", topic, "--force").returncode == 0
-    assert not {a for a in acls_read_back(tools, topic) if "LITERAL" in a}
+    acls_read_back(tools, topic, lambda acls: not literal_of(acls))
 
 
 def test_through_the_controllers(plain):

@@ -79,7 +79,7 @@ class Readers:
         librdkafka may still hand out messages it prefetched before the cluster went down;
         those are the old, once-committed records. What it must never hand out is a record
         of the new history (epoch >= new_epoch) before reporting the truncation."""
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # for the three of them, on a loaded machine
 
         def ours() -> bool:
             try:

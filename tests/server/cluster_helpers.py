@@ -82,7 +82,9 @@ def trimmed_cluster(directory: Path, **overrides: str) -> Iterator[tuple[LocalCl
         cluster.stop()
 
 
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
+def wait_for(predicate, timeout: float = 60.0, what: str = "condition") -> None:
+    """Polls `predicate` until it holds; the default deadline is wide because a machine at a
+    load of 10 or more makes a node take tens of seconds over what takes one when idle."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -74,6 +74,11 @@ class Segment:
         self._index_positions = array("q")
         self._bytes_since_index = 0
         self._index_written = 0  # entries already in the index file; the rest are pending
+        # Every batch from the last indexed one to the end, (base offset, position): the batches
+        # readers want most (a follower's next Fetch, the commits to hand to the state machine)
+        # are found without reading a header. At most index_interval_bytes of batches.
+        self._tail_bases = array("q")
+        self._tail_positions = array("q")
         with fsutil.disk("open", self.index_path):
             self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, fsutil.PRIVATE_FILE)
 
@@ -86,6 +91,7 @@ class Segment:
         self._index_offsets = array("q")
         self._index_positions = array("q")
         self._bytes_since_index = 0
+        del self._tail_bases[:], self._tail_positions[:]
         self._index(headers, 0)
         stored = self._read_index_file()
         if stored != self._index_bytes():
@@ -128,11 +134,16 @@ class Segment:
         last, naming a batch's last offset and where it starts (its position + `shift`)."""
         since, interval = self._bytes_since_index, self.index_interval_bytes
         offsets, positions = self._index_offsets, self._index_positions
+        tail_bases, tail_positions = self._tail_bases, self._tail_positions
         for h in headers:
+            position = h.position + shift
             if since > interval or not offsets:
                 offsets.append(h.base_offset + h.last_offset_delta)
-                positions.append(h.position + shift)
+                positions.append(position)
                 since = 0
+                del tail_bases[:], tail_positions[:]
+            tail_bases.append(h.base_offset)
+            tail_positions.append(position)
             since += h.batch_length + LOG_OVERHEAD
         self._bytes_since_index = since
 
@@ -164,6 +175,8 @@ class Segment:
         fsutil.fsync(self.file.fd, self.path)
         keep = bisect_right(self._index_positions, position - 1)
         del self._index_offsets[keep:], self._index_positions[keep:]
+        keep = bisect_right(self._tail_positions, position - 1)  # the batches before the cut stay the tail
+        del self._tail_bases[keep:], self._tail_positions[keep:]
         self._write_index_file()
         self._bytes_since_index = position - (self._index_positions[-1] if self._index_positions else 0)
         self.size = position
@@ -178,6 +191,13 @@ class Segment:
         """The batch holding `offset`, found from the index and a short header walk."""
         if not self.base_offset <= offset < self.next_offset:
             return None
+        tail = self._tail_bases
+        if tail and offset >= tail[0]:
+            j = bisect_right(tail, offset) - 1
+            last = j + 1 == len(tail)
+            position = self._tail_positions[j]
+            end = self.size if last else self._tail_positions[j + 1]
+            return Span(position, end - position, tail[j], self.next_offset if last else tail[j + 1])
         i = bisect_right(self._index_offsets, offset) - 1
         position = self._index_positions[i] if i >= 0 else 0
         while position < self.size:

@@ -63,9 +63,13 @@ class BatchAccumulator:
         """When the linger of the oldest queued call runs out (None: nothing queued)."""
         return None if self.since is None else self.since + self.linger_ms
 
-    def ready(self, now: int) -> bool:
+    def ready(self, now: int, awaited: bool = False) -> bool:
+        """Whether the queue drains now: at once when `awaited` (nothing appended before is
+        still waiting for its commit, see RaftCore), else when the linger runs out or a batch
+        is full."""
         return bool(self._calls) and (
-            now >= (self.since if self.since is not None else now) + self.linger_ms or self._bytes >= self.drain_bytes
+            awaited or now >= (self.since if self.since is not None else now) + self.linger_ms
+            or self._bytes >= self.drain_bytes
         )
 
     def drain(self, now: int) -> list[bytearray]:

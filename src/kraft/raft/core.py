@@ -270,6 +270,9 @@ class RaftCore:
             raise NotLeaderError(self.leader_id, self.epoch)
         last = self.log.end_offset + state.appends.count + len(records) - 1
         state.appends.add(records, now)
+        if self._awaited(state):  # nothing in flight: no timer between a write and its replication
+            self._drain(state, now)
+            self._answer_parked_fetches(state, now)
         return self.epoch, last
 
     @property
@@ -372,9 +375,9 @@ class RaftCore:
     # ---------------------------------------------------------------- leader
 
     def _poll_leader(self, leader: Leader, now: int) -> None:
-        if leader.appends.ready(now):
-            self._drain(leader, now)
         self._leader_commit(leader)
+        if leader.appends.ready(now, self._awaited(leader)):
+            self._drain(leader, now)
         self._answer_parked_fetches(leader, now)
         self.voter_changes.expire(leader, now)
         if self.state is not leader:
@@ -483,7 +486,11 @@ class RaftCore:
             return self._reply(handle, self._fetch_answer(diverging=diverging))
         if replica_id >= 0:
             leader.progress.record_fetch(replica_id, p.fetch_offset, self.log.end_offset, now)
-            if self._leader_commit(leader):
+            hw_moved = self._leader_commit(leader)
+            drained = leader.appends.count > 0 and self._awaited(leader)
+            if drained:
+                self._drain(leader, now)  # the last batch committed: what gathered goes, in this answer too
+            if hw_moved or drained:
                 self._answer_parked_fetches(leader, now)
         max_bytes = min(p.partition_max_bytes, request.max_bytes, self.config.max_fetch_bytes)
         wait_ms = int(request.max_wait.total_seconds() * 1000)
@@ -531,6 +538,16 @@ class RaftCore:
         if self.high_watermark is not None and offset < self.high_watermark:
             raise InvariantViolation(f"node {self.node_id}: append at {offset}, below the high watermark "
                                      f"{self.high_watermark}, in epoch {self.epoch}")
+
+    def _awaited(self, leader: Leader) -> bool:
+        """Whether the queued appends go to the log now rather than after the linger: when
+        everything this leader appended is committed (its high watermark at the log's end).
+        A write to an idle log so has no timer between it and its replication; under load,
+        what comes while one batch replicates gathers into the next, which goes when that
+        one commits (Nagle's rule), at most controller.quorum.append.linger.ms later or when
+        a batch is full."""
+        hw = self.high_watermark
+        return hw is not None and hw >= self.log.end_offset
 
     def _drain(self, leader: Leader, now: int) -> None:
         self._check_append_at(self.log.end_offset)

@@ -76,3 +76,14 @@ def test_an_idle_leaders_index_stays_bounded():
     for heap in (fetches._by_offset, fetches._by_deadline, fetches._by_high_watermark):
         assert len(heap) <= 2 * 50 + 64 + 1
     assert handles(fetches.take_due(now, high_watermark=10, log_end_offset=11)) == [0], "the live one is still found"
+
+
+def test_a_fetch_is_taken_by_its_handle_and_only_once():
+    parked = ParkedFetches()
+    for i in range(3):
+        parked.park(ParkedFetch(("h", i), 2, 10, 100, 500 + i, -1))
+    taken = parked.take(("h", 1))
+    assert taken is not None and taken.deadline == 501
+    assert parked.take(("h", 1)) is None and len(parked) == 2
+    assert [f.handle for f in parked.take_due(600, None, 0)] == [("h", 0), ("h", 2)]
+    assert parked.take(("h", 0)) is None, "answered already"

@@ -246,6 +246,18 @@ class RaftCore:
         self._now_hint = now
         self._poll(now)
 
+    def complete_fetch(self, handle: Any, now: int) -> None:
+        """Answers the Fetch parked as `handle` now, with what there is (nothing, if it is no
+        longer parked). A node answers a Fetch naming several partitions as soon as one of them
+        has something to say, as Kafka's fetch purgatory completes a request when any of its
+        partitions can; the others' parts are completed so."""
+        self._now_hint = now
+        state = self.state
+        if isinstance(state, Leader):
+            parked = state.parked.take(handle)
+            if parked is not None:
+                self._answer_fetch(parked)
+
     def tick(self, now: int) -> None:
         self._now_hint = now
         self.outbox.expire(now)

@@ -117,6 +117,11 @@ class Driver(Generic[Job]):
     def start(self) -> None:
         self.step(lambda core, now: core.tick(now))
 
+    @property
+    def flushing(self) -> bool:
+        """An fsync asked of the IO is under way (the core hears of it when it is done)."""
+        return self._flushing
+
     def _after_step(self) -> None:
         core, io, machine = self.core, self.io, self.machine
         for message in core.poll_outbox():

@@ -9,6 +9,7 @@ v0 (KIP-595), Fetch v18 (topic ids, DivergingEpoch, SnapshotId; KIP-1166: the fo
 """
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final, cast
@@ -264,6 +265,18 @@ def fetch_request(
 def fetch_response(
     error: ErrorCode,
     *,
+    top_error: ErrorCode = ErrorCode.none,
+    where: LogPartition = METADATA,
+    **partition: Any,
+) -> FetchResponse:
+    """A Fetch answer naming one partition; `partition` holds fetch_partition's fields."""
+    return fetch_response_of([(where.topic_id, [fetch_partition(where.index, error, **partition)])], top_error)
+
+
+def fetch_partition(
+    index: int,
+    error: ErrorCode,
+    *,
     leader_id: int,
     epoch: int,
     high_watermark: int = -1,
@@ -271,12 +284,10 @@ def fetch_response(
     records: Any = None,
     diverging: tuple[int, int] | None = None,
     snapshot_id: tuple[int, int] | None = None,
-    top_error: ErrorCode = ErrorCode.none,
-    where: LogPartition = METADATA,
-) -> FetchResponse:
-    """`diverging` and `snapshot_id` are (end_offset, epoch)."""
-    p = fetch_resp.PartitionData(
-        partition_index=cast(i32, where.index),
+) -> Any:
+    """One partition's part of a Fetch answer; `diverging` and `snapshot_id` are (end_offset, epoch)."""
+    return fetch_resp.PartitionData(
+        partition_index=cast(i32, index),
         error_code=error,
         high_watermark=cast(i64, high_watermark),
         log_start_offset=cast(i64, log_start_offset),
@@ -290,10 +301,17 @@ def fetch_response(
         aborted_transactions=None,
         records=records,
     )
+
+
+def fetch_response_of(topics: Sequence[tuple[uuid.UUID, Sequence[Any]]],
+                      top_error: ErrorCode = ErrorCode.none) -> FetchResponse:
+    """A Fetch answer of partitions already built (fetch_partition), by topic id: what a node
+    answers for a Fetch naming several partitions."""
     return FetchResponse(
         throttle_time=_NO_THROTTLE,
         error_code=top_error,
-        responses=(fetch_resp.FetchableTopicResponse(topic_id=where.topic_id, partitions=(p,)),),
+        responses=tuple(fetch_resp.FetchableTopicResponse(topic_id=topic_id, partitions=tuple(parts))
+                        for topic_id, parts in topics),
     )
 
 

@@ -36,13 +36,14 @@ class ParkedFetch:
 
 
 class ParkedFetches:
-    __slots__ = ("_waiting", "_by_deadline", "_by_offset", "_by_high_watermark", "_next_seq")
+    __slots__ = ("_waiting", "_by_deadline", "_by_offset", "_by_high_watermark", "_by_handle", "_next_seq")
 
     def __init__(self) -> None:
         self._waiting: dict[int, ParkedFetch] = {}  # arrival number -> fetch, in arrival order
         self._by_deadline: list[tuple[int, int]] = []  # (deadline, arrival number)
         self._by_offset: list[tuple[int, int]] = []  # (fetch offset, arrival number)
         self._by_high_watermark: list[tuple[int, int]] = []  # (the fetcher's high watermark, arrival number)
+        self._by_handle: dict[Any, int] = {}  # handle -> arrival number, of those waiting
         self._next_seq = 0
 
     def __len__(self) -> int:
@@ -55,9 +56,16 @@ class ParkedFetches:
         seq = self._next_seq
         self._next_seq += 1
         self._waiting[seq] = fetch
+        self._by_handle[fetch.handle] = seq
         heapq.heappush(self._by_deadline, (fetch.deadline, seq))
         heapq.heappush(self._by_offset, (fetch.fetch_offset, seq))
         heapq.heappush(self._by_high_watermark, (fetch.high_watermark, seq))
+
+    def take(self, handle: Any) -> ParkedFetch | None:
+        """The fetch parked as `handle`, no longer parked (None if it is not): a node answers a
+        Fetch naming several partitions when one of them can, and completes the others so."""
+        seq = self._by_handle.pop(handle, None)
+        return self._waiting.pop(seq) if seq is not None else None
 
     def next_deadline(self) -> int | None:
         """When the earliest MaxWait runs out (None: nothing parked)."""
@@ -87,6 +95,8 @@ class ParkedFetches:
             _, seq = heapq.heappop(heap)
             fetch = waiting.pop(seq, None)
             if fetch is not None:
+                if self._by_handle.get(fetch.handle) == seq:
+                    del self._by_handle[fetch.handle]
                 into.append((seq, fetch))
 
     def _compact(self) -> None:

@@ -195,6 +195,12 @@ class NodeMetrics:
         self.snapshot_bytes_fetched = Counter(
             "kraft_fetch_snapshot_bytes_fetched", "Snapshot bytes received in FetchSnapshot responses", registry=r
         )
+        self.fetch_request_partitions = Histogram(
+            "kraft_fetch_request_partitions",
+            "Partitions named by each Fetch request served (a follower asks for all it follows here in one)",
+            registry=r,
+            buckets=(1, 2, 4, 8, 16, 64),
+        )
         self.snapshot_request_partitions = Histogram(
             "kraft_fetch_snapshot_request_partitions",
             "Partitions named by each FetchSnapshot request served (a lagging replica asks for all it lacks in one)",

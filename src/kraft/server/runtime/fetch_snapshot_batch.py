@@ -78,7 +78,7 @@ async def serve_across(
         if response.error_code != ErrorCode.none:  # the request's own error (another cluster): every core's
             return m.fetch_snapshot_response([], response.error_code)
         answers.append((topic.name, response.topics[0].partitions[0]))
-    return m.fetch_snapshot_response(_by_topic(answers))
+    return m.fetch_snapshot_response(by_topic(answers))
 
 
 def _wanted(driver: SnapshotPartition, topic: Any, part: Any) -> int:
@@ -89,25 +89,31 @@ def _wanted(driver: SnapshotPartition, topic: Any, part: Any) -> int:
     return driver.step(ask) or 0
 
 
-def _by_topic(entries: Sequence[tuple[str, Any]]) -> list[tuple[str, list[Any]]]:
-    """Partitions grouped under their topic, topics in order of first appearance."""
-    topics: dict[str, list[Any]] = {}
+def by_topic(entries: Sequence[tuple[Any, Any]]) -> list[tuple[Any, list[Any]]]:
+    """Partitions grouped under their topic (its name, or its id in Fetch), topics in order of
+    first appearance."""
+    topics: dict[Any, list[Any]] = {}
     for name, partition in entries:
         topics.setdefault(name, []).append(partition)
     return list(topics.items())
 
 
-def combine(requests: Sequence[m.FetchSnapshotRequest]) -> m.FetchSnapshotRequest:
-    """One FetchSnapshot asking for every partition the requests (one node's cores') ask for."""
-    first = requests[0]
-    templates: dict[str, Any] = {}
+def merged_topics(requests: Sequence[Any], key: Callable[[Any], Any]) -> tuple[Any, ...]:
+    """The topics of several requests as one request names them: each topic once, as the first
+    request named it (`key`: its name, or its id in Fetch), with every partition asked of it."""
+    templates: dict[Any, Any] = {}
     entries = []
     for request in requests:
         for topic in request.topics:
-            templates.setdefault(topic.name, topic)
-            entries += [(topic.name, part) for part in topic.partitions]
-    return replace(first, max_bytes=max(r.max_bytes for r in requests),
-                   topics=tuple(replace(templates[name], partitions=tuple(parts)) for name, parts in _by_topic(entries)))
+            templates.setdefault(key(topic), topic)
+            entries += [(key(topic), part) for part in topic.partitions]
+    return tuple(replace(templates[k], partitions=tuple(parts)) for k, parts in by_topic(entries))
+
+
+def combine(requests: Sequence[m.FetchSnapshotRequest]) -> m.FetchSnapshotRequest:
+    """One FetchSnapshot asking for every partition the requests (one node's cores') ask for."""
+    return replace(requests[0], max_bytes=max(r.max_bytes for r in requests),
+                   topics=merged_topics(requests, lambda topic: topic.name))
 
 
 def answer_for(response: m.FetchSnapshotResponse, key: PartitionKey) -> m.FetchSnapshotResponse:

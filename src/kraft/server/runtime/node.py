@@ -41,8 +41,9 @@ from kraft.security.acl import AclOperation, ResourceType
 from kraft.server.apis.client_api import ClientApi
 from kraft.server.apis.raft_versions import PEER_RPCS, RaftVersions
 from kraft.server.node_metrics import NodeMetrics
-from kraft.server.runtime import offsets_voters
-from kraft.server.runtime.fetch_snapshot_batch import FetchSnapshotBatcher, partitions_named, serve_across
+from kraft.server.runtime import fetch_batch, fetch_snapshot_batch, offsets_voters
+from kraft.server.runtime.fetch_batch import FetchBatcher
+from kraft.server.runtime.fetch_snapshot_batch import FetchSnapshotBatcher
 from kraft.server.runtime.partition_driver import FATAL, PartitionDriver, logging_as
 from kraft.server.runtime.peers import Peers
 from kraft.server.settings.authorization import Authorization
@@ -283,6 +284,7 @@ class KraftNode:
             c.controller_quorum_election_timeout_ms,
             self.controller_connector,
         )
+        self.fetches = FetchBatcher(self.peers)
         self.snapshot_fetches = FetchSnapshotBatcher(self.peers)
         max_frame = c.socket_request_max_bytes
         versions = RaftVersions(c, RAFT_APIS, self.controller_endpoints, self.voter_directories, self.peer_endpoint)
@@ -516,17 +518,24 @@ class KraftNode:
         """A peer's Raft RPC, into the core of the partition it names; the answer may come
         later (a parked Fetch). The membership RPCs name none: they are the metadata
         partition's. A partition this node does not replicate goes to the metadata core too,
-        which answers UNKNOWN_TOPIC_OR_PARTITION as for any partition not its own. A
-        FetchSnapshot naming several partitions is split between their cores and its bytes
-        shared (fetch_snapshot_batch.py)."""
+        which answers UNKNOWN_TOPIC_OR_PARTITION as for any partition not its own. A Fetch
+        naming several partitions is served by their cores and answered when one has news
+        (fetch_batch.py); a FetchSnapshot naming several is split between their cores and its
+        bytes shared (fetch_snapshot_batch.py)."""
         if self.failure is not None:
             raise ConnectionError(f"node {self.node_id} has stopped: {self.failure}")
+        if isinstance(request, m.FetchRequest):
+            partitions = fetch_batch.partitions_named(request)
+            self.metrics.fetch_request_partitions.observe(partitions)
+            if partitions > 1:  # one Fetch for every partition a follower has here (fetch_batch.py)
+                return await fetch_batch.serve_across(request, lambda topic, index: self._routes.get((topic, index)))
         if isinstance(request, m.FetchSnapshotRequest):
-            partitions = partitions_named(request)
+            partitions = fetch_snapshot_batch.partitions_named(request)
             self.metrics.snapshot_request_partitions.observe(partitions)
             if partitions > 1:  # shared between the partitions' cores here (KIP-630)
-                return await serve_across(request, lambda name, index: self._routes.get((name, index)),
-                                          self.config.replica_fetch_response_max_bytes)
+                return await fetch_snapshot_batch.serve_across(
+                    request, lambda name, index: self._routes.get((name, index)),
+                    self.config.replica_fetch_response_max_bytes)
         named = m.named(request)
         driver = self._routes.get(named) if named is not None else None
         driver = driver or self.metadata

@@ -30,6 +30,7 @@ from kraft.raft import InvariantViolation, RaftCore, Reply, Send
 from kraft.raft import messages as m
 from kraft.raft.driver import Driver, StateMachine
 from kraft.server.node_metrics import NodeMetrics
+from kraft.server.runtime.fetch_batch import FetchBatcher
 from kraft.server.runtime.fetch_snapshot_batch import FetchSnapshotBatcher
 from kraft.server.runtime.peers import Peers
 from kraft.statemachine.snapshot_jobs import SnapshotJob
@@ -71,6 +72,7 @@ class DriverHost(Protocol):
     stopping: bool
     failure: BaseException | None
     peers: Peers
+    fetches: FetchBatcher
     snapshot_fetches: FetchSnapshotBatcher
     metrics: NodeMetrics
 
@@ -93,6 +95,7 @@ class PartitionDriver:
         self.host = host
         self.log = log_
         self.partition: m.LogPartition = core.config.partition
+        self._key = (self.partition.topic_id, self.partition.index)  # as a Fetch names it
         self.loop: Driver[SnapshotJob] = Driver(core, machine, self)
         self.timed: Callable[[RaftCore, float], None] | None = None  # the step's duration, for metrics
         self._replies: dict[int, asyncio.Future] = {}
@@ -133,6 +136,8 @@ class PartitionDriver:
             self.host.fail(e)
         finally:
             LOG_PARTITION.reset(token)
+        if not self.loop.flushing:  # not about to ask its leader again after an fsync (fetch_batch.py)
+            self.host.fetches.settle(self._key)
         if self.timed is not None:
             self.timed(self.core, time.perf_counter() - started)
 
@@ -155,8 +160,12 @@ class PartitionDriver:
                         metrics.snapshot_bytes_fetched.inc(len(p.unaligned_records or b""))
             self.step(lambda core, now: core.handle_response(request_id, response, now))
 
-        # A FetchSnapshot may go out with other partitions' (fetch_snapshot_batch.py).
-        sender = self.host.snapshot_fetches if isinstance(send.request, m.FetchSnapshotRequest) else self.host.peers
+        # A Fetch or FetchSnapshot may go out with other partitions' (fetch_batch.py, fetch_snapshot_batch.py).
+        sender: Any = self.host.peers
+        if isinstance(send.request, m.FetchRequest):
+            sender = self.host.fetches
+        elif isinstance(send.request, m.FetchSnapshotRequest):
+            sender = self.host.snapshot_fetches
         sender.send(
             send.destination,
             send.request,
@@ -183,15 +192,24 @@ class PartitionDriver:
 
     async def handle_request(self, request: Any) -> Any:
         """A Raft request into the core; the answer may come later (a parked Fetch)."""
+        handle, future = self.begin_request(request)
+        try:
+            return await future
+        finally:
+            self._replies.pop(handle, None)
+
+    def begin_request(self, request: Any) -> tuple[int, asyncio.Future]:
+        """A Raft request into the core, in this step; its handle, and its answer to come."""
         self._next_handle += 1
         handle = self._next_handle
         future = asyncio.get_running_loop().create_future()
         self._replies[handle] = future
         self.step(lambda core, now: core.handle_request(handle, request, now))
-        try:
-            return await future
-        finally:
-            self._replies.pop(handle, None)
+        return handle, future
+
+    def complete_fetch(self, handle: int) -> None:
+        """The Fetch parked as `handle` is answered now (RaftCore.complete_fetch)."""
+        self.step(lambda core, now: core.complete_fetch(handle, now))
 
     def fail_replies(self, error: BaseException) -> None:
         for future in self._replies.values():

@@ -1,9 +1,10 @@
 """Outbound connections to the other voters, for the core's requests.
 
 Connections per peer, because a server answers the requests on one connection in order:
-one for each partition's replication (Fetch, FetchSnapshot: the metadata partition's, each
-`__consumer_offsets` partition's), one for a FetchSnapshot naming several partitions
-(fetch_snapshot_batch.py) and one for elections (Vote, BeginQuorumEpoch,
+one for the Fetch naming every partition this node follows on that peer (fetch_batch.py), one
+for each partition's replication alone (a Fetch or FetchSnapshot naming only it: the metadata
+partition's, each `__consumer_offsets` partition's), one for a FetchSnapshot naming several
+partitions (fetch_snapshot_batch.py) and one for elections (Vote, BeginQuorumEpoch,
 EndQuorumEpoch, of every partition; answered at once). A follower's Fetch may be parked at
 its leader for up to its max wait; on a shared connection a Vote or an EndQuorumEpoch
 answer, or another partition's Fetch, would wait behind it, and an election or that
@@ -48,7 +49,7 @@ log = logging.getLogger("kraft.server.peers")
 RECONNECT_BACKOFF_MS = 50
 RECONNECT_BACKOFF_MAX_MS = 1000
 
-REPLICATION, ELECTION = "replication", "election"
+REPLICATION, SNAPSHOTS, ELECTION = "replication", "snapshots", "election"
 
 
 def channel_of(request: Any) -> str:
@@ -56,7 +57,9 @@ def channel_of(request: Any) -> str:
     if not isinstance(request, (m.FetchRequest, m.FetchSnapshotRequest)):
         return ELECTION
     named = m.named(request)
-    return REPLICATION if named is None else f"{REPLICATION} {named[0]}-{named[1]}"
+    if named is None:
+        return REPLICATION if isinstance(request, m.FetchRequest) else SNAPSHOTS
+    return f"{REPLICATION} {named[0]}-{named[1]}"
 
 
 class _Channel:

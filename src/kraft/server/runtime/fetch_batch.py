@@ -1,0 +1,246 @@
+"""One Fetch per pair of nodes: the replica fetcher of Kafka's brokers, around the cores.
+
+A RaftCore replicates one partition and sends a Fetch naming only it; a node replicates
+several (`__cluster_metadata-0` and the `__consumer_offsets` partitions), usually from the same
+leader. Kafka's replica fetcher sends one Fetch per pair of brokers for all the partitions they
+share, and the leader answers it as one request, parked until any of its partitions has
+something to say (KIP-74's semantics; full requests, no KIP-227 session). This module does the
+same for kraft's cores, on both ends.
+
+Leader (`serve_across`): each partition the Fetch names is handed to its core as a Fetch of its
+own, all in one turn of the loop; each answers at once or parks it as it would any Fetch
+(records, a moved high watermark, an error answer at once; otherwise up to MaxWait). When the
+first answers, the others are completed then and there with what they have
+(`RaftCore.complete_fetch`), and the answers go back merged: one entry per topic, partitions in
+the request's order, a partition this node does not replicate UNKNOWN_TOPIC_OR_PARTITION in
+place, a request-level error (another cluster) alone. A partition's bytes are bounded by its
+PartitionMaxBytes, so the response by the request's MaxBytes, their sum.
+
+Follower (`FetchBatcher`), per leader: the Fetches its cores issue in one turn go out together
+at its end, as one request on the peer's replication connection. While that request is in
+flight, one more Fetch to the leader goes alone at once on its partition's own connection (a
+joiner: a partition that started following this leader, or one whose core gave up waiting),
+never waiting behind a parked request. When the combined request is answered, each core gets
+the part naming its partition, all in the same turn, and the next combined request waits until
+every one of them has asked again or `settle`d: a core that appended records asks only once
+they are fsynced (its next Fetch reports the new position, which is what the leader's high
+watermark waits for), and its driver settles it after any step that leaves it neither fsyncing
+nor asking (records refused, a role given up). So partitions that replicate at once keep
+travelling together, however long their fsyncs take. Partitions sent alone since join the next
+combined request: each core's Fetch is delivered one answer, whichever comes first, and the
+other is dropped, so a joiner merges after one round trip.
+"""
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, cast
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i32
+
+from kraft.raft import messages as m
+from kraft.server.runtime.fetch_snapshot_batch import by_topic, merged_topics
+from kraft.server.runtime.peers import Peers
+
+PartitionKey = tuple[Any, int]  # (topic id, partition index), as Fetch v13 names them
+
+
+class FetchPartition(Protocol):
+    """What the leader's side needs of a partition's driver (a PartitionDriver)."""
+
+    def begin_request(self, request: Any) -> tuple[Any, asyncio.Future]: ...
+
+    def complete_fetch(self, handle: Any) -> None: ...
+
+
+@dataclass(slots=True)
+class _Started:
+    """One partition's part of a Fetch, handed to its core."""
+
+    driver: FetchPartition
+    handle: Any
+    answer: asyncio.Future
+
+
+def partitions_named(request: m.FetchRequest) -> int:
+    return sum(len(topic.partitions) for topic in request.topics)
+
+
+async def serve_across(request: m.FetchRequest,
+                       partition_of: Callable[[Any, int], FetchPartition | None]) -> m.FetchResponse:
+    """The answer to a Fetch naming several partitions, each served by its own core."""
+    asked: list[tuple[Any, Any, _Started | None]] = []
+    for topic in request.topics:
+        for part in topic.partitions:
+            driver = partition_of(topic.topic_id, part.partition)
+            started = None
+            if driver is not None:
+                alone = replace(request, max_bytes=part.partition_max_bytes,
+                                topics=(replace(topic, partitions=(part,)),))
+                started = _Started(driver, *driver.begin_request(alone))
+            asked.append((topic, part, started))
+    waiting = [started.answer for _, _, started in asked if started is not None]
+    if waiting:
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        for _, _, started in asked:
+            if started is not None and not started.answer.done():
+                started.driver.complete_fetch(started.handle)  # answered in this step, with what it has
+        await asyncio.gather(*waiting)
+    entries: list[tuple[Any, Any]] = []
+    for topic, part, started in asked:
+        if started is None:
+            entries.append((topic.topic_id, m.fetch_partition(part.partition, ErrorCode.unknown_topic_or_partition,
+                                                              leader_id=m.NO_LEADER, epoch=-1)))
+            continue
+        response = started.answer.result()
+        if response.error_code != ErrorCode.none:  # the request's own error (another cluster): every core's
+            return m.FetchResponse(throttle_time=response.throttle_time, error_code=response.error_code, responses=())
+        entries.append((topic.topic_id, response.responses[0].partitions[0]))
+    return m.fetch_response_of(by_topic(entries))
+
+
+def combine(requests: Sequence[m.FetchRequest]) -> m.FetchRequest:
+    """One Fetch asking for every partition the requests (one node's cores') ask for."""
+    topics = merged_topics(requests, lambda topic: topic.topic_id)
+    total = sum(part.partition_max_bytes for topic in topics for part in topic.partitions)
+    return replace(requests[0], max_bytes=cast(i32, min(total, 2**31 - 1)), topics=topics)
+
+
+def answer_for(response: m.FetchResponse, key: PartitionKey) -> m.FetchResponse:
+    """The part of a response naming one partition, as its core would have been answered alone
+    (no partition if the leader left it out: the core backs off and asks again)."""
+    topic_id, index = key
+    found = [p for topic in response.responses if topic.topic_id == topic_id
+             for p in topic.partitions if p.partition_index == index]
+    return m.fetch_response_of([(topic_id, found[:1])] if found else [], response.error_code)
+
+
+@dataclass(eq=False, slots=True)
+class _Fetch:
+    """One core's Fetch: delivered one outcome, an answer or a failure, whichever comes first."""
+
+    request: m.FetchRequest
+    on_response: Callable[[Any], None]
+    on_failure: Callable[[], None]
+    extra_timeout_ms: int
+    done: bool = False
+
+    def answer(self, response: Any) -> None:
+        if not self.done:
+            self.done = True
+            self.on_response(response)
+
+    def fail(self) -> None:
+        if not self.done:
+            self.done = True
+            self.on_failure()
+
+
+@dataclass(eq=False)
+class _Leader:
+    """The follower's fetcher for one leader."""
+
+    asked: dict[PartitionKey, _Fetch] = field(default_factory=dict)  # issued, not yet sent
+    combined: dict[PartitionKey, _Fetch] | None = None  # in the combined request in flight
+    alone: dict[PartitionKey, _Fetch] = field(default_factory=dict)  # sent alone, in flight
+    expected: set[PartitionKey] = field(default_factory=set)  # answered, neither asked again nor settled
+    scheduled: bool = False
+
+
+class FetchBatcher:
+    """The follower's side: sends the cores' Fetches through the peers, one combined request per
+    leader for all the partitions following it (see the module's doc)."""
+
+    def __init__(self, peers: Peers) -> None:
+        self.peers = peers
+        self._leaders: dict[int, _Leader] = {}
+
+    def send(self, destination: int, request: Any, on_response: Callable[[Any], None],
+             on_failure: Callable[[], None], extra_timeout_ms: int = 0) -> None:
+        """As Peers.send."""
+        key = m.named(request)
+        if key is None or not isinstance(request, m.FetchRequest):
+            self.peers.send(destination, request, on_response, on_failure, extra_timeout_ms)
+            return
+        leader = self._leaders.setdefault(destination, _Leader())
+        leader.asked[key] = _Fetch(request, on_response, on_failure, extra_timeout_ms)
+        leader.expected.discard(key)
+        self._schedule(destination, leader)
+
+    def settle(self, key: PartitionKey) -> None:
+        """The partition's core is not about to ask again (its driver says so after a step that
+        left it neither fsyncing nor asking): the next combined request waits for it no more."""
+        for destination, leader in self._leaders.items():
+            if key in leader.expected:
+                leader.expected.discard(key)
+                self._schedule(destination, leader)
+
+    def _schedule(self, destination: int, leader: _Leader) -> None:
+        if not leader.scheduled:
+            leader.scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush, destination)
+
+    def _flush(self, destination: int) -> None:
+        leader = self._leaders[destination]
+        leader.scheduled = False
+        if not leader.asked:
+            return
+        if leader.combined is not None:  # joiners go alone, never behind a parked request
+            for key, fetch in leader.asked.items():
+                self._send_alone(destination, leader, key, fetch)
+            leader.asked = {}
+            return
+        if not leader.expected:  # else wait for those fsyncing what they got
+            self._send_combined(destination, leader)
+
+    def _send_combined(self, destination: int, leader: _Leader) -> None:
+        # Partitions in flight alone ride along: the first answer either way is theirs.
+        parts = {**{k: f for k, f in leader.alone.items() if not f.done}, **leader.asked}
+        leader.asked = {}
+        leader.alone = {}
+        if len(parts) == 1:  # one partition: a Fetch of its own, as its core made it
+            ((key, fetch),) = parts.items()
+            self._send_alone(destination, leader, key, fetch)
+            return
+        leader.combined = parts
+        fetches = list(parts.items())
+        request = combine([f.request for _, f in fetches])
+        extra = max(f.extra_timeout_ms for _, f in fetches)
+        self.peers.send(destination, request, lambda response: self._answered(destination, fetches, response),
+                        lambda: self._failed(destination, fetches), extra)
+
+    def _send_alone(self, destination: int, leader: _Leader, key: PartitionKey, fetch: _Fetch) -> None:
+        leader.alone[key] = fetch
+
+        def answered(response: Any) -> None:
+            if leader.alone.get(key) is fetch:
+                del leader.alone[key]
+            fetch.answer(response)
+
+        def failed() -> None:
+            if leader.alone.get(key) is fetch:
+                del leader.alone[key]
+            fetch.fail()
+
+        self.peers.send(destination, fetch.request, answered, failed, fetch.extra_timeout_ms)
+
+    def _answered(self, destination: int, fetches: list[tuple[PartitionKey, _Fetch]], response: Any) -> None:
+        leader = self._leaders[destination]
+        leader.combined = None
+        try:
+            for key, fetch in fetches:
+                if not fetch.done:
+                    leader.expected.add(key)  # until it asks again or its driver settles it
+                fetch.answer(answer_for(response, key))
+        finally:
+            self._flush(destination)
+
+    def _failed(self, destination: int, fetches: list[tuple[PartitionKey, _Fetch]]) -> None:
+        leader = self._leaders[destination]
+        leader.combined = None
+        try:
+            for _, fetch in fetches:
+                fetch.fail()
+        finally:
+            self._flush(destination)

@@ -1,0 +1,263 @@
+"""One Fetch per pair of nodes (issue 28): a follower asks its leader for every partition it
+follows there in one Fetch, and the leader answers it as one request, parked until any of its
+partitions has something to say, as Kafka's replica fetcher and fetch purgatory do.
+
+The leader's side is tested on a one-voter node in this process over real TCP; the follower's
+batching against a stand-in for the peer connections that records what is sent; both
+together in node processes, where followers of a 3-voter cluster replicate four partitions."""
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import Callable
+
+from kraft.cli.cluster_client import find_coordinator, leader, request, run_async, scrape
+from kraft.cli.local_cluster import LocalCluster
+from kraft.groups import OFFSETS_TOPIC
+from kraft.protocol import ErrorCode
+from kraft.protocol.connection import KafkaConnection
+from kraft.raft import messages as m
+from kraft.records import SimpleRecord, build_batch
+from kraft.server.runtime.fetch_batch import FetchBatcher, combine
+from kraft.server.runtime.node import OFFSETS_TOPIC_ID
+
+from .cluster_helpers import QUIET, wait_for
+from .test_fetch_snapshot_sharing import commit, groups_of
+from .test_listeners import OBSERVER_ID
+
+OFFSETS = [m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, p) for p in range(3)]
+UNKNOWN = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, 7)
+
+
+def fetch_of(parts: list[tuple[m.LogPartition, int, int]], cluster_id: str, wait_ms: int) -> m.FetchRequest:
+    """An observer's Fetch of (partition, fetch offset, epoch) each."""
+    return combine([m.fetch_request(cluster_id, OBSERVER_ID, epoch, offset, epoch, 0, wait_ms, 1 << 20, where)
+                    for where, offset, epoch in parts])
+
+
+def entries(response: m.FetchResponse) -> list[tuple[uuid.UUID, int, ErrorCode, bool]]:
+    """(topic id, partition, error, whether it carries records) of each partition answered."""
+    return [(t.topic_id, p.partition_index, p.error_code, bool(p.records)) for t in response.responses
+            for p in t.partitions]
+
+
+def test_the_leader_parks_a_fetch_of_several_partitions_until_one_has_news(node):
+    drivers = [node.node.metadata, *(node.node.offsets[p] for p in range(3))]
+    # The node's broker registered and unfenced: no more metadata records of its own until news.
+    wait_for(lambda: node.node.image.unfenced_brokers() == [1] and all(
+        d.core.is_leader and d.core.high_watermark == d.core.log.end_offset for d in drivers),
+        timeout=60, what="every partition led and committed, the broker unfenced")
+    at_end = [(d.partition, d.core.log.end_offset, d.core.epoch) for d in drivers]
+    # MaxWait far beyond the wait below for its answer: answered in time means answered at the news.
+    ask = fetch_of(at_end[1:2] + [(UNKNOWN, 0, 1)] + at_end[:1] + at_end[2:], node.node.cluster_id, 600_000)
+
+    async def fetch_and_commit() -> m.FetchResponse:
+        connection = await KafkaConnection.connect("127.0.0.1", node.controller_port)
+        try:
+            answer = asyncio.ensure_future(connection.request(ask, 120))
+            await asyncio.sleep(0.5)
+            assert not answer.done(), "nothing new anywhere: parked"
+            await asyncio.to_thread(commit, node.client_port, next(groups_of(1)), "news")  # offsets-1 has news
+            return await answer
+        finally:
+            connection.close()
+
+    registry = node.node.metrics.registry
+    count, small = (registry.get_sample_value("kraft_fetch_request_partitions_count") or 0,
+                    registry.get_sample_value("kraft_fetch_request_partitions_bucket", {"le": "4.0"}) or 0)
+    response = run_async(fetch_and_commit())
+    assert response.error_code == ErrorCode.none
+    # One entry per topic, in the request's order; offsets-1's records, the others none.
+    assert entries(response) == [
+        (OFFSETS_TOPIC_ID, 0, ErrorCode.none, False), (OFFSETS_TOPIC_ID, 7, ErrorCode.unknown_topic_or_partition, False),
+        (OFFSETS_TOPIC_ID, 1, ErrorCode.none, True), (OFFSETS_TOPIC_ID, 2, ErrorCode.none, False),
+        (m.METADATA_TOPIC_ID, 0, ErrorCode.none, False)]
+    # Served as one request naming five partitions.
+    assert registry.get_sample_value("kraft_fetch_request_partitions_count") == count + 1
+    assert registry.get_sample_value("kraft_fetch_request_partitions_bucket", {"le": "4.0"}) == small
+
+    # Data already there: answered at once (well within its MaxWait), the partitions without any alongside.
+    ask = fetch_of(at_end[:1] + [(OFFSETS[1], at_end[2][1], at_end[2][2])], node.node.cluster_id, 600_000)
+    response = run_async(request(node.controller_port, ask, 120))
+    assert entries(response) == [(m.METADATA_TOPIC_ID, 0, ErrorCode.none, False),
+                                 (OFFSETS_TOPIC_ID, 1, ErrorCode.none, True)]
+
+
+def test_a_fetch_of_several_partitions_from_another_cluster_is_refused_whole(node):
+    ask = fetch_of([(m.METADATA, 0, 1), (OFFSETS[0], 0, 1)], "another-cluster", 0)
+    response = run_async(request(node.controller_port, ask, 30))
+    assert response.error_code == ErrorCode.inconsistent_cluster_id and response.responses == ()
+
+
+# ---------------------------------------------------------------- the follower's batching
+
+
+class RecordingPeers:
+    """The network, as the batcher sees it: what was sent, and a way to answer it."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, m.FetchRequest, Callable, Callable]] = []
+
+    def send(self, destination, request, on_response, on_failure, extra_timeout_ms=0):  # noqa: ANN001, ANN201
+        self.sent.append((destination, request, on_response, on_failure))
+
+    def named(self, i: int) -> list[tuple[int, int]]:
+        """(partition, fetch offset) of each partition the i-th request asks for."""
+        return [(p.partition, p.fetch_offset) for t in self.sent[i][1].topics for p in t.partitions]
+
+
+PARTS = [m.LogPartition(OFFSETS_TOPIC, uuid.UUID(int=7), p) for p in range(4)]
+
+
+def asked(where: m.LogPartition, offset: int) -> m.FetchRequest:
+    return m.fetch_request("c", 4, 3, offset, 3, 0, 500, 1000, where)
+
+
+def answer(parts: list[tuple[m.LogPartition, int]]) -> m.FetchResponse:
+    """A leader's answer: `count` records for each partition (0: none)."""
+    built = [(where, m.fetch_partition(where.index, ErrorCode.none, leader_id=1, epoch=3, high_watermark=5,
+                                       records=build_batch([SimpleRecord(None, b"r")] * count) if count else None))
+             for where, count in parts]
+    return m.fetch_response_of([(PARTS[0].topic_id, [p for _, p in built])])
+
+
+class Cores:
+    """Four cores following leader 1: each, answered, asks again at once if it got nothing, or
+    after its fsync (`flushed`) if it got records."""
+
+    def __init__(self, batcher: FetchBatcher) -> None:
+        self.batcher = batcher
+        self.offsets = dict.fromkeys(PARTS, 0)
+        self.answers: dict[m.LogPartition, list[m.FetchResponse]] = {w: [] for w in PARTS}
+        self.fsyncing: set[m.LogPartition] = set()
+
+    def ask(self, where: m.LogPartition) -> None:
+        def answered(response: m.FetchResponse) -> None:
+            self.answers[where].append(response)
+            p = m.partition_of(response, where)
+            if p is not None and p.records:
+                self.offsets[where] += 1
+                self.fsyncing.add(where)
+            else:
+                self.ask(where)
+
+        self.batcher.send(1, asked(where, self.offsets[where]), answered, lambda: None)
+
+    def flushed(self, where: m.LogPartition) -> None:
+        self.fsyncing.discard(where)
+        self.ask(where)
+
+
+def test_a_follower_asks_for_every_partition_it_follows_on_a_leader_in_one_fetch():
+    async def run() -> None:
+        peers = RecordingPeers()
+        cores = Cores(FetchBatcher(peers))  # type: ignore[arg-type]
+        for where in PARTS[:3]:
+            cores.ask(where)
+        assert peers.sent == []
+        await asyncio.sleep(0)  # the end of the turn: one request for the three
+        assert peers.named(0) == [(0, 0), (1, 0), (2, 0)]
+        assert peers.sent[0][1].max_bytes == 3000, "each partition's bytes, summed"
+
+        # A partition that starts following while that one is parked goes alone at once.
+        cores.ask(PARTS[3])
+        await asyncio.sleep(0)
+        assert peers.named(1) == [(3, 0)]
+
+        # Records for partitions 0 and 2: each core gets its own partition; the next request
+        # waits for both to fsync, and partition 1, answered with nothing, is not sent alone.
+        peers.sent[0][2](answer([(PARTS[0], 2), (PARTS[1], 0), (PARTS[2], 1)]))
+        assert [len(cores.answers[w]) for w in PARTS] == [1, 1, 1, 0]
+        assert m.named(cores.answers[PARTS[1]][0]) == (PARTS[1].topic_id, 1)
+        await asyncio.sleep(0)
+        assert len(peers.sent) == 2
+        cores.flushed(PARTS[0])
+        await asyncio.sleep(0)
+        assert len(peers.sent) == 2, "partition 2 still fsyncs"
+        cores.flushed(PARTS[2])
+        await asyncio.sleep(0)
+        # All of them, partition 3 too: in flight alone, it rides along and is merged.
+        assert peers.named(2) == [(3, 0), (1, 0), (0, 1), (2, 1)]
+
+        # Partition 3's lone request is answered first: its core gets that answer, and the
+        # combined request's part for it is dropped (one answer for one request).
+        peers.sent[1][2](answer([(PARTS[3], 0)]))
+        assert len(cores.answers[PARTS[3]]) == 1
+        await asyncio.sleep(0)
+        assert peers.named(3) == [(3, 0)], "asked again while the combined request is parked: alone"
+        peers.sent[2][2](answer([(w, 0) for w in (PARTS[3], PARTS[1], PARTS[0], PARTS[2])]))
+        assert [len(cores.answers[w]) for w in PARTS] == [2, 2, 2, 1]
+        await asyncio.sleep(0)
+        assert peers.named(4) == [(3, 0), (1, 0), (0, 1), (2, 1)]
+
+    asyncio.run(run())
+
+
+def test_a_partition_that_will_not_ask_again_is_waited_for_no_more():
+    async def run() -> None:
+        peers = RecordingPeers()
+        batcher = FetchBatcher(peers)  # type: ignore[arg-type]
+        cores = Cores(batcher)
+        cores.ask(PARTS[0])
+        cores.ask(PARTS[1])
+        await asyncio.sleep(0)
+        peers.sent[0][2](answer([(PARTS[0], 1), (PARTS[1], 0)]))
+        await asyncio.sleep(0.05)
+        assert len(peers.sent) == 1, "partition 0 fsyncs what it got: no timer sends the others without it"
+        batcher.settle((PARTS[0].topic_id, 0))  # its driver: a step left it neither fsyncing nor asking
+        await asyncio.sleep(0)
+        assert peers.named(1) == [(1, 0)]
+        cores.flushed(PARTS[0])  # it asks after all: the two travel together again, partition 1's riding along
+        await asyncio.sleep(0)
+        assert peers.named(2) == [(1, 0), (0, 1)]
+
+    asyncio.run(run())
+
+
+def test_a_failed_combined_request_fails_for_every_core_in_it():
+    async def run() -> None:
+        peers = RecordingPeers()
+        batcher = FetchBatcher(peers)  # type: ignore[arg-type]
+        failed: list[int] = []
+        for where in PARTS[:2]:
+            batcher.send(1, asked(where, 0), lambda r: None, lambda w=where: failed.append(w.index))
+        await asyncio.sleep(0)
+        peers.sent[0][3]()
+        assert failed == [0, 1]
+
+    asyncio.run(run())
+
+
+# ---------------------------------------------------------------- nodes
+
+
+def test_followers_replicate_every_partition_of_a_leader_in_one_fetch(tmp_path):
+    cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=0,
+                           overrides={**QUIET, "offsets.topic.num.partitions": "3"})
+    try:
+        cluster.start()
+        groups = [next(groups_of(p)) for p in range(3)]
+        coordinators = [find_coordinator(cluster, g) for g in groups]
+        metadata_leader, _ = leader(cluster, timeout=60)
+        led = Counter([metadata_leader, *(c.node_id for c in coordinators)])
+        busiest, partitions = led.most_common(1)[0]  # four partitions on three nodes: one leads two or more
+        assert partitions >= 2
+
+        def served() -> tuple[float, float]:
+            """(Fetches the busiest leader served naming one partition, all it served)."""
+            samples = scrape(cluster, busiest)
+            return (samples.get('kraft_fetch_request_partitions_bucket{le="1.0"}', 0.0),
+                    samples.get("kraft_fetch_request_partitions_count", 0.0))
+
+        single_before, every_before = served()
+        for _ in range(10):
+            for group, coordinator in zip(groups, coordinators, strict=True):
+                if coordinator.node_id == busiest:
+                    commit(coordinator.port, group, "m")
+        single, every = served()
+        single, every = single - single_before, every - every_before
+        # Its followers asked for its partitions together, not one Fetch each.
+        assert every - single > single, f"{single:.0f} of {every:.0f} Fetches named one partition"
+    finally:
+        cluster.stop()
+

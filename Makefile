@@ -16,7 +16,7 @@ FUZZ_INPUTS ?= 1000000
 FUZZ_SEED ?= 1
 FLEET_SCALE ?= 1
 
-.PHONY: demo test lint bench simulate chaos fuzz clean kcat
+.PHONY: demo test lint bench simulate chaos fuzz clean kcat etcd
 
 # make demo SECURE=1: the same on a secured cluster (TLS, SASL/SCRAM, ACLs; src/kraft/cli/demo_security.py).
 demo: $(CODEC)
@@ -31,7 +31,7 @@ lint: $(INSTALLED)
 	$(PY) -m mypy
 
 # make bench FLEET_SCALE=0.1: the fleet benchmark at a tenth of its observers, topics and brokers.
-bench: $(CODEC) $(BENCH_INSTALLED)
+bench: $(CODEC) $(BENCH_INSTALLED) etcd
 	KRAFT_FLEET_SCALE=$(FLEET_SCALE) $(PY) bench/run_all.py
 
 # Many more simulation seeds than make test runs, on a static quorum and then a dynamic one
@@ -81,6 +81,11 @@ $(NODE_CLIENTS): package.json package-lock.json
 # from Debian where it is missing.
 kcat:
 	command -v kcat >/dev/null || { apt-get update -q && apt-get install -y -q kcat; }
+
+# etcd 3.4, the peer bench/writes_bench.py measures kraft's writes against (Debian's build), from
+# Debian where it is missing.
+etcd:
+	command -v etcd >/dev/null || { apt-get update -q && apt-get install -y -q etcd-server; }
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info demo-data node_modules

@@ -87,6 +87,7 @@ class Window:
         latencies = sorted(self.latencies)
         return {
             "in_flight": self.in_flight,
+            "completed": self.completed,  # warm-up included
             "ops": len(latencies),
             "ops_s": len(latencies) / self.seconds,
             "p50_ms": percentile(latencies, 0.50) * 1000,

@@ -34,6 +34,16 @@ def best_of(fn: Callable[[], object], repeat: int = 5, min_seconds: float = 0.2)
     return best
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU of the processes (their waited-for children too), in seconds, from
+    /proc: what a cluster's nodes spent, whatever else the machine ran meanwhile."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += sum(int(f) for f in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def machine() -> dict:
     return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
 

@@ -104,6 +104,9 @@ def test_the_leader_shares_a_multi_partition_fetch_snapshot_as_kip_630_says(node
     files = {(METADATA, 0): latest_snapshot(node.partition_dir),
              **{(OFFSETS_TOPIC, p): latest_snapshot(d) for p, d in offsets_dirs.items()}}
     content = {key: path.read_bytes() for key, path in files.items()}
+    # A file is renamed into place before its store lists it (SNAPSHOT_NOT_FOUND meanwhile).
+    wait_for(lambda: all(parse_snapshot_file_name(f.name) in drivers[k].core.snapshots.list() for k, f in files.items()),
+             what="every snapshot listed by its store")
 
     def partition(key: tuple[str, int]) -> dict:
         if key not in files:

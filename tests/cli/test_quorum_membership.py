@@ -76,19 +76,36 @@ def new_controller_config(directory: Path, node_id: int = 4, port: int = 9095, *
 # ---------------------------------------------------------------- the messages
 
 
-def round_trip(request):
+def round_trip(request, version: int = 0):
     """The request as a leader reads it off the wire."""
     frame = encode_request(request, 7, "kraft-metadata-quorum")
     header, decoded = decode_request(memoryview(frame)[4:])
     assert (header.request_api_key, header.request_api_version, header.correlation_id) == (
-        type(request).__api_key__, 0, 7)
+        type(request).__api_key__, version, 7)
     return decoded
+
+
+def test_add_controller_speaks_v0_to_a_controller_that_serves_only_v0():
+    """AckWhenCommitted true is what v0 means, so a Kafka 4.0 or 4.1 controller gets v0, as
+    Kafka's admin client picks the version; a node without the API is one line."""
+    from kraft.cli.admin_connection import NodeConnection, ToolError
+    from kraft.cli.quorum_client import in_a_version_served
+
+    def node(versions: dict) -> NodeConnection:
+        return NodeConnection(("127.0.0.1", 9093), None, versions, None)  # type: ignore[arg-type]
+
+    request = add_raft_voter_request(None, 30_000, 4, DIRECTORY, (VoterEndpoint("CONTROLLER", "c4", 9095),))
+    assert type(in_a_version_served(node({ADD_RAFT_VOTER: (0, 1)}), request)).__version__ == 1
+    older = in_a_version_served(node({ADD_RAFT_VOTER: (0, 0)}), request)
+    assert type(older).__version__ == 0 and (older.voter_id, request_directory_id(older)) == (4, DIRECTORY)
+    with pytest.raises(ToolError, match="does not support AddRaftVoter v1 .its ApiVersions lists no API key 80"):
+        in_a_version_served(node({}), request)
 
 
 def test_the_three_requests_cross_the_wire_as_kafkas_schemas_define_them():
     endpoints = (VoterEndpoint("CONTROLLER", "c4.example", 9095), VoterEndpoint("REPLICATION", "10.0.0.4", 9096))
-    add = round_trip(add_raft_voter_request(None, 30_000, 4, DIRECTORY, endpoints))
-    assert type(add).__api_key__ == ADD_RAFT_VOTER and add.cluster_id is None
+    add = round_trip(add_raft_voter_request(None, 30_000, 4, DIRECTORY, endpoints), 1)  # v1: KIP-1186
+    assert type(add).__api_key__ == ADD_RAFT_VOTER and add.cluster_id is None and add.ack_when_committed
     assert (add.voter_id, add.timeout.total_seconds(), request_directory_id(add)) == (4, 30.0, DIRECTORY)
     assert request_endpoints(add) == endpoints
 
@@ -226,7 +243,7 @@ class Leader:
         self.server = KafkaServer(max_frame_bytes=1 << 20)
         self.port = 0
         self.server.register(60, 0, 1, self._describe_cluster)
-        self.server.register(ADD_RAFT_VOTER, 0, 0, self._change)
+        self.server.register(ADD_RAFT_VOTER, 0, 1, self._change)  # v1: KIP-1186, as kraft serves it
         self.server.register(REMOVE_RAFT_VOTER, 0, 0, self._change)
 
     async def _describe_cluster(self, header, request):

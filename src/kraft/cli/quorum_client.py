@@ -23,6 +23,7 @@ from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.raft import messages as m
 from kraft.raft.membership_messages import ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, MembershipRequest, response_error
+from kraft.server.runtime.peer_versions import NoCommonVersion, PeerVersions
 
 DESCRIBE_QUORUM, DESCRIBE_CLUSTER = 55, 60
 DESCRIBE_CLUSTER_VERSION = 1  # v1: EndpointType (KIP-919)
@@ -42,6 +43,17 @@ def require(node: NodeConnection, api_key: int, version: int) -> None:
         raise ToolError(f"the node at {node.where} does not support {API_NAMES.get(api_key, api_key)} "
                         f"v{version} (its ApiVersions lists {what}): it runs a build without KIP-853's "
                         "dynamic quorum")
+
+
+def in_a_version_served(node: NodeConnection, request: MembershipRequest) -> Any:
+    """`request` in the nearest version `node` serves, as Kafka's admin client picks it: the
+    tool's AddRaftVoter v1 asks AckWhenCommitted true, which is what v0 means, so a controller
+    serving v0 alone (Kafka 4.0 and 4.1) gets v0. ToolError if it serves the API in no version."""
+    try:
+        return PeerVersions(node.versions).outgoing(request)
+    except NoCommonVersion:
+        require(node, type(request).__api_key__, type(request).__version__)
+        raise
 
 
 async def _first_answering(bootstrap: list[tuple[str, int]], endpoint_type: int,
@@ -139,10 +151,10 @@ async def change_voters(bootstrap: list[tuple[str, int]], endpoint_type: int, re
         try:
             node = await asyncio.wait_for(_leader_connection(bootstrap, endpoint_type, settings), max(left, 0.001))
             try:
-                require(node, api_key, type(request).__version__)
+                sent = in_a_version_served(node, request)
                 # The leader answers within the request's own timeout; wait a little longer
                 # for that answer rather than cut it off.
-                response = await node.ask(request, max(left, 0.001) + 1.0)
+                response = await node.ask(sent, max(left, 0.001) + 1.0)
             finally:
                 node.close()
             error, message = response_error(response)

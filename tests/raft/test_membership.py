@@ -206,15 +206,8 @@ def test_a_voter_updates_its_endpoints_at_once_and_by_kafkas_rules():
 
 
 def test_a_follower_whose_entry_names_other_endpoints_asks_its_leader_once():
-    moved = (VoterEndpoint("CONTROLLER", "localhost", 7777),)
-    follower = Node(node_id=2, voters=(), snapshots=formatted(1, 2), endpoints=moved,
-                    directory_id=uuid.UUID(int=2).bytes)
-    follower.request(m.begin_quorum_request("c", 1, 1))
-    (first,) = follower.sends(m.FetchRequest)
-    answer = m.fetch_response(ErrorCode.none, leader_id=1, epoch=1, high_watermark=0, log_start_offset=0)
-    follower.core.handle_response(first.request_id, answer, follower.now)
-    (asked,) = follower.sends(UpdateRaftVoterRequest)
-    assert asked.destination == 1 and request_endpoints(asked.request) == moved
+    follower, asked = moved_follower()
+    assert asked.destination == 1 and request_endpoints(asked.request) == (VoterEndpoint("CONTROLLER", "localhost", 7777),)
     assert asked.request.current_leader_epoch == 1
     follower.core.handle_response(asked.request_id, update_raft_voter_response(ErrorCode.none, leader_id=1,
                                                                                leader_epoch=1), follower.now)

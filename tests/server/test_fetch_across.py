@@ -7,6 +7,7 @@ batching against a stand-in for the peer connections that records what is sent; 
 together in node processes, where followers of a 3-voter cluster replicate four partitions."""
 
 import asyncio
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -231,6 +232,19 @@ def test_a_failed_combined_request_fails_for_every_core_in_it():
 # ---------------------------------------------------------------- nodes
 
 
+def fetched_by_every_voter(port: int, leader_id: int, partitions: list[m.LogPartition], since: float) -> bool:
+    """Whether every voter has fetched each partition from `leader_id` since `since` (ms): a
+    voter that has not learnt of the leader yet (its BeginQuorumEpoch late on a loaded machine)
+    fetches the others alone until it does."""
+    for where in partitions:
+        p = run_async(request(port, m.describe_quorum_request(where), 10)).topics[0].partitions[0]
+        if p.error_code != ErrorCode.none or p.leader_id != leader_id:
+            return False
+        if any(v.replica_id != leader_id and v.last_fetch_timestamp < since for v in p.current_voters):
+            return False
+    return True
+
+
 def test_followers_replicate_every_partition_of_a_leader_in_one_fetch(tmp_path):
     cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=0,
                            overrides={**QUIET, "offsets.topic.num.partitions": "3"})
@@ -242,6 +256,11 @@ def test_followers_replicate_every_partition_of_a_leader_in_one_fetch(tmp_path):
         led = Counter([metadata_leader, *(c.node_id for c in coordinators)])
         busiest, partitions = led.most_common(1)[0]  # four partitions on three nodes: one leads two or more
         assert partitions >= 2
+        led_there = ([m.METADATA] if metadata_leader == busiest else []) + [
+            m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, p) for p, c in enumerate(coordinators) if c.node_id == busiest]
+        since = time.time() * 1000
+        wait_for(lambda: fetched_by_every_voter(cluster.nodes[busiest].controller_port, busiest, led_there, since),
+                 what=f"every voter fetching {len(led_there)} partitions from node {busiest}")
 
         def served() -> tuple[float, float]:
             """(Fetches the busiest leader served naming one partition, all it served)."""

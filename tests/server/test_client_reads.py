@@ -51,9 +51,9 @@ def quorum(tmp_path_factory) -> Any:
     c = LocalCluster(tmp_path_factory.mktemp("reads") / "cluster", voters=3, observers=1, overrides=QUIET)
     c.start()
     try:
-        first, first_epoch = leader(c)
         for i in range(4):
-            assert create_topic(c.nodes[first].client_port, f"before-{i}", 2).error_code == ErrorCode.none
+            assert create_topic(c.nodes[leader(c)[0]].client_port, f"before-{i}", 2).error_code == ErrorCode.none
+        first, first_epoch = leader(c)  # after the writes: an election may come between them under load
         c.stop(first)  # gracefully: a successor is elected in a new epoch
         second, epoch = leader(c, exclude=(first,))
         for i in range(4):

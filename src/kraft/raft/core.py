@@ -39,7 +39,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kraft.raft import membership_messages, snapshot_fetch
+from kraft.raft import kraft_upgrade, membership_messages, snapshot_fetch
 from kraft.raft import messages as m
 from kraft.raft.accumulator import BatchAccumulator
 from kraft.raft.announcements import Announcements
@@ -341,7 +341,8 @@ class RaftCore:
         progress = LeaderState(self.epoch, self.node_id, self.voters.ids, self.log.end_offset, now,
                                granting_voters=granting)
         appends = BatchAccumulator(self._max_batch_bytes, self.config.max_batch_bytes, self.config.append_linger_ms)
-        leader = Leader(progress, appends, self.config.fetch_timeout_ms)
+        leader = Leader(progress, appends, self.config.fetch_timeout_ms,
+                        volatile_voters=kraft_upgrade.volatile_voters(self.voters, self.config))
         self.quorum.become_leader(leader)
         changed = LeaderChangeMessage(self.node_id, self.voters.ids, granting)
         self._append_control(leader, (changed, *self.voter_changes.own_entry_update()), now)
@@ -577,6 +578,21 @@ class RaftCore:
         for i, message in enumerate(messages):
             self.voters.observe(offset + i, message)
         return offset
+
+    def upgrade_kraft_version(self, version: int, validate_only: bool, now: int) -> bool:
+        """Raises kraft.version (the controller's UpdateFeatures, Kafka 4.1): True if records
+        were (or, `validate_only`, would be) appended; False if it already is `version`.
+        Raises NotLeaderError, or kraft_upgrade.UpgradeRefused with Kafka's message."""
+        state = self.state
+        if not isinstance(state, Leader):
+            raise NotLeaderError(self.leader_id, self.epoch)
+        messages = kraft_upgrade.upgrade(state, self.voters, version)
+        if messages and not validate_only:
+            offset = self._append_control(state, messages, now)
+            state.volatile_voters = None  # written: the log's from now on, as Kafka clears it
+            log.info("node %d: kraft.version upgraded to %d at offset %d; voters %s", self.node_id, version, offset,
+                     list(self.voters.ids))
+        return bool(messages)
 
     def _fetch_answer(self, records: Any = None, diverging: OffsetAndEpoch | None = None,
                       snapshot: SnapshotId | None = None) -> m.FetchResponse:

@@ -20,6 +20,7 @@ from kraft.raft.leader import LeaderState
 from kraft.raft.parked_fetches import ParkedFetches
 from kraft.raft.snapshot_fetch import SnapshotDownload
 from kraft.raft.voter_change_rules import PendingChange
+from kraft.raft.voters import VoterSet
 
 
 class Role(enum.Enum):
@@ -115,6 +116,8 @@ class Follower:
     # KIP-853: when UpdateRaftVoter may next go to this leader while this voter's entry is
     # outdated (Kafka's update period: three fetch timeouts between tries).
     voter_update_due: int = 0
+    # On a static quorum: this leader has recorded this voter's entry (kraft_upgrade.py).
+    leader_updated: bool = False
     role = Role.FOLLOWER
 
     def deadlines(self, now: int) -> list[int]:
@@ -156,6 +159,8 @@ class Leader:
     parked: ParkedFetches = field(default_factory=ParkedFetches)
     next_begin_quorum: int = 0
     voter_change: PendingChange | None = None  # KIP-853: an AddRaftVoter/RemoveRaftVoter awaiting its commit
+    # A static quorum's voters as the kraft.version upgrade would write them (kraft_upgrade.py).
+    volatile_voters: VoterSet | None = None
     role = Role.LEADER
 
     @property

@@ -31,7 +31,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kraft.raft import membership_messages, voter_change_rules
+from kraft.raft import kraft_upgrade, membership_messages, voter_change_rules
 from kraft.raft import messages as m
 from kraft.raft.gate import Gate
 from kraft.raft.outbox import Outbox
@@ -85,7 +85,12 @@ class VoterChanges:
                 request, ErrorCode.not_leader_or_follower,
                 f"node {self.node_id} is not the leader (leader {self.quorum.leader_id}, epoch {self.quorum.epoch})"))
         listener = self.config.endpoints[0].name if self.config.endpoints else None
-        why = voter_change_rules.invalid(request, listener) or voter_change_rules.refusal(
+        why = voter_change_rules.invalid(request, listener)
+        static = not self.voters.is_dynamic
+        if why is None and static and isinstance(request, membership_messages.UpdateRaftVoterRequest):
+            # kept in memory for the kraft.version upgrade
+            return reply(handle, self._answer(request, *kraft_upgrade.record_update(leader, request)))
+        why = why or voter_change_rules.refusal(
             request, self.voters, leader.progress, leader.voter_change, self.config.fetch_timeout_ms, now)
         if why is not None:
             return reply(handle, self._answer(request, *why))
@@ -135,6 +140,8 @@ class VoterChanges:
         config, voters = self.config, self.voters
         if now < follower.voter_update_due or not follower.fetched or not config.endpoints or config.directory_id is None:
             return False
+        if not voters.is_dynamic:
+            return voters.contains(self.node_id) and not follower.leader_updated
         hw = high_watermark if high_watermark is not None else 0
         return (voter_change_rules.outdated_entry(voters, self.node_id, config.directory_id, config.endpoints)
                 is not None and voters.latest_offset < hw)
@@ -208,15 +215,20 @@ class VoterChanges:
     def on_update_response(self, source: int, response: membership_messages.UpdateRaftVoterResponse,
                            now: int) -> None:
         """An answer naming a newer leader is followed (as Kafka's common response handling);
-        refused (a change pending...): asked again at the next chance."""
+        refused (a change pending, the leader's epoch not committed yet...): asked again at
+        the next update period, as Kafka's follower does (its timer is reset when it sends).
+        Not sooner: the update is the follower's request of its step, so asking at every
+        step would starve its fetches, and the leader waiting on them for its high watermark
+        would refuse every time (seen in the simulator's upgrade seeds)."""
         leader = response.current_leader
         if self.quorum.learn_leader(leader.leader_id, leader.leader_epoch, now):
             return
         follower = self.quorum.state
+        if response.error_code == ErrorCode.none and isinstance(follower, Follower) and source == self.quorum.leader_id:
+            follower.leader_updated = True
         if response.error_code != ErrorCode.none and isinstance(follower, Follower) and source == self.quorum.leader_id:
             self.gate.once(("update voter", response.error_code), logging.INFO, "node %d: leader %d did not record "
                            "its endpoints (%s); asking again", self.node_id, source, response.error_code.name)
-            follower.voter_update_due = 0
             self.outbox.back_off(source, now)
 
     # ---------------------------------------------------------------- the latest voter set

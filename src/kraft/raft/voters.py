@@ -194,8 +194,12 @@ class Voters:
         return KRaftVersionRecord(kraft), self.at(offset).record()
 
     def forget_before(self, offset: int) -> None:
-        """The log starts at `offset`: only the set in force there is still needed below it."""
-        i = bisect_right(self._offsets, offset) - 1
+        """The log starts at `offset` (a snapshot ends there): below it, only the set in force
+        at the snapshot's last offset is still needed. Not the one in force at `offset`: a
+        change written at `offset` itself may still be truncated away, and the set it
+        replaced must then be the latest again (else a node would fall back to its static
+        configuration, found by the simulator's upgrade seeds)."""
+        i = bisect_right(self._offsets, offset - 1) - 1
         if i > 0:
             del self._offsets[:i], self._sets[:i]
 

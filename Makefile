@@ -34,11 +34,13 @@ lint: $(INSTALLED)
 bench: $(CODEC) $(BENCH_INSTALLED) etcd
 	KRAFT_FLEET_SCALE=$(FLEET_SCALE) $(PY) bench/run_all.py
 
-# Many more simulation seeds than make test runs, on a static quorum and then a dynamic one
-# (KIP-853) whose voters an operator changes under every fault mix; a failure prints its replay command.
+# Many more simulation seeds than make test runs: a static quorum, a dynamic one
+# (KIP-853) whose voters an operator changes, and a static one upgraded to kraft.version 1 and then
+# changed, all under every fault mix; a failure prints its replay command.
 simulate: $(CODEC)
 	$(PY) -m kraft.sim --seeds $(SEEDS) --jobs $(JOBS)
 	$(PY) -m kraft.sim --seeds $(SEEDS) --jobs $(JOBS) --membership
+	$(PY) -m kraft.sim --seeds $(SEEDS) --jobs $(JOBS) --upgrade
 
 # A real local cluster under random kills, pauses and restarts; see src/kraft/cli/chaos.py.
 chaos: $(CODEC)

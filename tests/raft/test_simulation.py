@@ -1,6 +1,7 @@
 """The simulator: 7 groups of seeds in `make test`, one seed of every fault mix in each
-(126 seeds with 18 mixes), determinism, and the faults happening; `make simulate` runs
-thousands. That each invariant catches a core broken for it: tests/sim/."""
+(126 seeds with 18 mixes), 8 seeds of a static quorum upgraded to a dynamic one under
+faults, determinism, and the faults happening; `make simulate` runs thousands. That each
+invariant catches a core broken for it: tests/sim/."""
 
 import pytest
 
@@ -19,6 +20,24 @@ def test_seeds_across_every_fault_mix(first, voters):
     workload = "counter" if first // CHUNK % 2 == 0 else "metadata"
     for seed in range(first, first + CHUNK):
         Simulation(seed, MIXES[seed % len(MIXES)], SimParams(voters=voters), workload=workload).run()
+
+
+# The upgrade family (make simulate's --upgrade) on the seeds it runs for the mixes that
+# kill, cut and damage around the upgrade; make simulate runs every mix.
+UPGRADE_MIXES = ("partition", "isolate-leader", "crash", "late-join", "disk-loss", "torn-write", "bit-flip",
+                 "restart-all")
+
+
+def test_static_quorums_upgraded_under_faults():
+    """A static quorum's leader is asked to raise kraft.version to 1 while the faults run, and
+    again while it refuses (a voter down or not yet heard from by this leader, no leader);
+    every invariant holds across it, dynamic-after-upgrade among them, and once it commits
+    the operator's AddRaftVoter and RemoveRaftVoter go through."""
+    stats = [Simulation(MIXES.index(mix), mix, SimParams(upgrade=True),
+                        workload=("counter", "metadata")[i % 2]).run() for i, mix in enumerate(UPGRADE_MIXES)]
+    assert sum(s.upgrades for s in stats) >= len(UPGRADE_MIXES) - 2
+    assert sum(s.upgrades_refused for s in stats) > 0, "refused while a voter was down or unheard"
+    assert sum(s.voter_changes for s in stats) > 0 and all(s.acknowledged > 50 for s in stats)
 
 
 def test_a_seed_replays_exactly():

@@ -17,7 +17,7 @@ import pytest
 from kraft.raft import RaftCore, Reply
 from kraft.raft import messages as m
 from kraft.records import build_batch
-from kraft.sim import INVARIANTS, Simulation, SimulationFailure
+from kraft.sim import INVARIANTS, SimParams, Simulation, SimulationFailure
 from kraft.sim.__main__ import main
 from kraft.sim.invariants import LogMatching
 from kraft.sim.run_history import Violation
@@ -206,6 +206,14 @@ class IgnoresSnapshotIds(HookedCore):
         return message
 
 
+class ReplaysNoVoters(Delegate):
+    """A log whose control batches a restart does not replay: a node's voters come back as
+    its controller.quorum.voters says, not as the log says (a snapshot's still count)."""
+
+    def control_batches(self, start):
+        return iter(())
+
+
 def trusts_its_bytes(log: MemoryLog) -> int:
     """Opening a log without reading it back: damaged flushed data goes unnoticed."""
     return 0
@@ -218,6 +226,7 @@ class Breakage:
     sign: str  # words of the invariant's message that say what went wrong
     workload: str = "counter"
     patch: tuple | None = None  # (object, name, value) to monkeypatch during the broken runs
+    params: SimParams | None = None  # the run's family: a static quorum by default
 
 
 BREAKAGES = {
@@ -236,6 +245,8 @@ BREAKAGES = {
                                      "committed"),
     "leader-never-loads-snapshot": Breakage(broken(LeaderReloadsItsSnapshot), ("resign", "isolate-leader"),
                                             "loaded snapshot"),
+    "dynamic-after-upgrade": Breakage(broken(log=ReplaysNoVoters), ("crash", "restart-all"), "its quorum is static",
+                                      params=SimParams(upgrade=True)),
     "damaged-data-refused": Breakage(None, ("bit-flip",), "must refuse",
                                      patch=(MemoryLog, "recover", trusts_its_bytes)),
     "state-matches-commits": Breakage(broken(listener=AppliesTwice, nodes={2}), ("none",),
@@ -253,7 +264,7 @@ def first_failure(breakage: Breakage, invariant: str, seeds=range(20)):
     for seed in seeds:
         for mix in breakage.mixes:
             try:
-                Simulation(seed, mix, workload=breakage.workload, invariants=[invariant], **kwargs).run()
+                Simulation(seed, mix, breakage.params, breakage.workload, invariants=[invariant], **kwargs).run()
             except SimulationFailure as e:
                 if f": {invariant}: " in str(e):
                     return seed, mix, str(e)
@@ -278,7 +289,7 @@ def test_a_broken_core_fails_the_invariant(invariant, monkeypatch):
     assert f"--seed {seed} --mix {mix}" in replay
     assert f"--skip {invariant}" not in replay and replay.count("--skip ") == len(INVARIANTS) - 1
     # The same run on the real core passes, every invariant checked.
-    Simulation(seed, mix, workload=breakage.workload).run()
+    Simulation(seed, mix, breakage.params, breakage.workload).run()
 
 
 def test_a_skipped_invariant_is_not_checked():

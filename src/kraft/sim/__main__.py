@@ -4,6 +4,8 @@
     python -m kraft.sim --seed 17 --mix crash     replay one run exactly
     python -m kraft.sim --seeds 100 --skip log-matching    without one invariant
     python -m kraft.sim --seeds 300 --mix rejoin --no-pre-vote   what pre-vote saves
+    python -m kraft.sim --seeds 300 --membership   a dynamic quorum, voters added and removed
+    python -m kraft.sim --seeds 300 --upgrade      a static quorum upgraded to kraft.version 1, then the same
 
 A failure prints the one command that replays it.
 """
@@ -16,12 +18,12 @@ from collections import Counter
 
 from kraft.sim.simulation import INVARIANTS, MIXES, WORKLOADS, SimParams, Simulation, SimulationFailure
 
-Job = tuple[int, str, int, int, str, tuple[str, ...], bool, bool]
+Job = tuple[int, str, int, int, str, tuple[str, ...], bool, bool, bool]
 
 
 def run_one(args: Job) -> tuple[int, str, str | None, dict]:
-    seed, mix, voters, observers, workload, skipped, pre_vote, membership = args
-    params = SimParams(voters=voters, observers=observers, pre_vote=pre_vote, membership=membership)
+    seed, mix, voters, observers, workload, skipped, pre_vote, membership, upgrade = args
+    params = SimParams(voters=voters, observers=observers, pre_vote=pre_vote, membership=membership, upgrade=upgrade)
     checked = [name for name in INVARIANTS if name not in skipped]
     try:
         stats = Simulation(seed, mix, params, workload, invariants=checked).run()
@@ -45,6 +47,10 @@ def run_one(args: Job) -> tuple[int, str, str | None, dict]:
         "dropped": stats.dropped,
         "voter_changes": stats.voter_changes,
         "voter_changes_refused": stats.voter_changes_refused,
+        "upgrades": stats.upgrades,
+        "upgrades_healed": stats.upgrades_healed,
+        "upgrades_refused": stats.upgrades_refused,
+        "upgrades_truncated": stats.upgrades_truncated,
     }
 
 
@@ -64,15 +70,19 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"do not check this invariant (repeatable): one of {', '.join(INVARIANTS)}")
     parser.add_argument("--no-pre-vote", dest="pre_vote", action="store_false",
                         help="voters campaign without asking first (KIP-996 off), to compare")
-    parser.add_argument("--membership", action="store_true",
+    family = parser.add_mutually_exclusive_group()
+    family.add_argument("--membership", action="store_true",
                         help="a dynamic quorum (KIP-853): voters added and removed during the faults")
+    family.add_argument("--upgrade", action="store_true",
+                        help="a static quorum raised to kraft.version 1 during the faults, then voters changed")
     args = parser.parse_args(argv)
     def workload(seed: int) -> str:
         return WORKLOADS[seed // len(MIXES) % len(WORKLOADS)] if args.workload == "both" else args.workload
 
     def job(seed: int) -> Job:
         mix = args.mix or MIXES[seed % len(MIXES)]
-        return seed, mix, args.voters, args.observers, workload(seed), tuple(args.skip), args.pre_vote, args.membership
+        return (seed, mix, args.voters, args.observers, workload(seed), tuple(args.skip), args.pre_vote,
+                args.membership, args.upgrade)
 
     if args.seed is not None:
         jobs = [job(args.seed)]

@@ -190,7 +190,7 @@ class Faults:
         """Every node some voter set names: the newest leader's, or, with membership changes,
         any node's latest (a removal not yet everywhere may be undone, and a stale set still
         counts the node toward its majority); everyone while a node is down and unread."""
-        if not self.params.membership:
+        if not self.params.voters_move:
             return set(self.cluster.voter_ids)
         cores = [n.core for n in self.cluster.nodes.values()]
         if any(core is None for core in cores):
@@ -200,7 +200,7 @@ class Faults:
     def _may_rot(self, node: SimNode) -> bool:
         """Observers may always lose their data; voters only while fewer than a minority did."""
         voters = self.cluster.voter_ids
-        if self.params.membership:  # whoever was a voter may be one again: one damaged disk a run, anywhere
+        if self.params.voters_move:  # whoever was a voter may be one again: one damaged disk a run, anywhere
             return self.history.stats.corruptions == 0
         if node.node_id not in voters:
             return True

@@ -27,6 +27,11 @@ Safety, after every event:
   and every leader holds everything leaders of earlier epochs committed.
 * leader-never-loads-snapshot: a snapshot is loaded only by a follower or observer.
 * damaged-data-refused: no node runs on a log whose flushed data bit rot changed.
+* dynamic-after-upgrade: once a KRaftVersionRecord raising kraft.version to 1 is committed,
+  the quorum never goes back to static: every running node that has applied past it is
+  dynamic (whatever its controller.quorum.voters still says), and its voter set where it
+  applied is the one committed VotersRecords name there; a leader elected after the commit
+  is dynamic too.
 * state-matches-commits: every node's metadata image at an offset is the same, what a
   state machine alone can tell is wrong (a snapshot holding another offset's state, a
   refused operation that appended records) never happens, and at the end every running
@@ -351,6 +356,51 @@ class CommittedNeverLost(Invariant):
             )
 
 
+class DynamicAfterUpgrade(Invariant):
+    """Judged against the history's committed control records, not against any node's
+    reading of them, so a node whose configuration won over its log (a restart that replays
+    no voter set, a snapshot without one) is caught wherever it has applied."""
+
+    name = "dynamic-after-upgrade"
+
+    def __init__(self) -> None:
+        self._epoch: int | None = None  # the highest epoch any node had when the upgrade was seen committed
+        self._checked: dict[int, tuple[int, int, int]] = {}  # node -> (incarnation, applied, voters' generation)
+
+    def step(self, run: RunView) -> None:
+        history, nodes = run.history, run.cluster.nodes.values()
+        upgraded = history.upgraded_at
+        if upgraded is None:
+            return
+        if self._epoch is None:
+            self._epoch = max(n.core.epoch for n in nodes if n.core is not None)
+        for node in nodes:
+            core = node.core
+            if core is None:
+                continue
+            applied, voters = node.machine.applied, core.voters
+            if core.is_leader and core.epoch > self._epoch and not voters.is_dynamic:
+                self.fail(f"leader {node.node_id} of epoch {core.epoch}, elected after kraft.version 1 committed at "
+                          f"offset {upgraded}, leads a static quorum")
+            seen = (node.incarnation, applied, voters.generation)
+            if applied <= upgraded or self._checked.get(node.node_id) == seen:
+                continue
+            self._checked[node.node_id] = seen
+            if not voters.is_dynamic or voters.kraft_version < 1:
+                self.fail(f"node {node.node_id} applied up to {applied}, past kraft.version 1 committed at offset "
+                          f"{upgraded}, but its quorum is static (kraft.version {voters.kraft_version})")
+            expected, actual = history.voters_at(applied - 1), voters.at(applied - 1)
+            if actual != expected:
+                self.fail(f"node {node.node_id}: voters at offset {applied - 1} are {_described(actual)}, but the "
+                          f"committed records name {_described(expected)}")
+
+
+def _described(voters: VoterSet | None) -> str:
+    if voters is None:
+        return "none"
+    return "[" + ", ".join(f"{v.voter_id} (directory {v.directory_id.hex()[-4:]})" for v in voters.voters) + "]"
+
+
 class DamagedDataRefused(Invariant):
     name = "damaged-data-refused"
 
@@ -423,6 +473,7 @@ INVARIANTS: dict[str, type[Invariant]] = {
         CommittedNeverLost,
         LeaderNeverLoadsSnapshot,
         DamagedDataRefused,
+        DynamicAfterUpgrade,
         StateMatchesCommits,
         LivenessAfterHeal,
         CatchUpBySnapshot,

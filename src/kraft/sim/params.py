@@ -18,6 +18,22 @@ class SimParams:
     # voters while the faults happen (the set moves between `voters` and `voters` + 1).
     membership: bool = False
     change_every_ms: int = 600
+    # The kraft.version upgrade (Kafka 4.1): the quorum starts static (controller.quorum.voters,
+    # which every node keeps saying across restarts), an operator raises kraft.version to 1
+    # from `upgrade_from_ms` on, as often as it is refused, and once that commits adds and
+    # removes voters as `membership` does.
+    upgrade: bool = False
+    upgrade_from_ms: tuple[int, int] = (300, 4000)  # when the operator first asks: drawn in this range
+    upgrade_retry_ms: tuple[int, int] = (50, 500)  # and how long it waits before asking again
+
+    def __post_init__(self) -> None:
+        if self.membership and self.upgrade:
+            raise ValueError("membership starts dynamic and upgrade starts static: choose one")
+
+    @property
+    def voters_move(self) -> bool:
+        """Whether the voter set may change during the run (faults then spare any node some set names)."""
+        return self.membership or self.upgrade
 
     @property
     def end_ms(self) -> int:

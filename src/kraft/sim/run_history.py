@@ -7,9 +7,12 @@ snapshots were loaded by whom, and the counts a run reports. It judges nothing: 
 invariants (invariants.py) read it, and the nodes as they are, after every event.
 """
 
+from bisect import bisect_right, insort
 from dataclasses import dataclass, field
 
 from kraft.raft import Role
+from kraft.raft.voters import VoterSet
+from kraft.records.control import ControlMessage, KRaftVersionRecord, VotersRecord
 from kraft.storage import SnapshotId
 
 
@@ -43,6 +46,10 @@ class Stats:
     epochs: int = 0  # the highest epoch any node reached: the epochs the run burned
     voter_changes: int = 0  # AddRaftVoter / RemoveRaftVoter answered NONE (committed)
     voter_changes_refused: int = 0  # answered with an error (not caught up, pending, not leader...)
+    upgrades: int = 0  # kraft.version raised to 1 and committed (one a run at most)
+    upgrades_healed: int = 0  # of those, committed only after the faults healed
+    upgrades_refused: int = 0  # asks refused: no leader, a voter's entry not told yet, a leader deposed
+    upgrades_truncated: int = 0  # appended, then truncated away before it committed (asked again)
     leaders: set[tuple[int, int]] = field(default_factory=set)
 
 
@@ -68,6 +75,12 @@ class History:
         self.new_leaders: list[tuple[int, int]] = []  # (epoch, node) first seen in the last event
         self.snapshot_loads: list[SnapshotLoad] = []  # by running nodes, on the leader's word
         self.healed_at: int | None = None
+        # The voter sets committed VotersRecords name, by offset (the first set: the static
+        # or bootstrap one, at -1), and where kraft.version was first committed at 1 or more.
+        self.committed_voters: dict[int, VoterSet] = {}
+        self._voter_offsets: list[int] = []
+        self.upgraded_at: int | None = None
+        self.upgraded_time = -1  # when it was first seen committed
         self._next_value = 0
 
     # ---------------------------------------------------------------- the client
@@ -97,6 +110,24 @@ class History:
             if appended is not None and appended[1] == offset and vid not in self.acked:
                 self.acked[vid] = (offset, value)
                 self.stats.acknowledged += 1
+
+    def observe_voters(self, offset: int, voters: VoterSet) -> None:
+        """The voter set in force from `offset` on, as committed records (or the configuration) say."""
+        if offset not in self.committed_voters:
+            self.committed_voters[offset] = voters
+            insort(self._voter_offsets, offset)
+
+    def observe_control(self, offset: int, message: ControlMessage, now: int) -> None:
+        """A committed control record: voter sets and the kraft.version upgrade are judged by them."""
+        if isinstance(message, VotersRecord):
+            self.observe_voters(offset, VoterSet(tuple(sorted(message.voters, key=lambda v: v.voter_id))))
+        elif isinstance(message, KRaftVersionRecord) and message.kraft_version >= 1 and self.upgraded_at is None:
+            self.upgraded_at, self.upgraded_time = offset, now
+
+    def voters_at(self, offset: int) -> VoterSet | None:
+        """The committed voter set in force at `offset` (None: none is known there)."""
+        i = bisect_right(self._voter_offsets, offset)
+        return self.committed_voters[self._voter_offsets[i - 1]] if i else None
 
     def observe_image(self, node_id: int, offset: int, digest: str) -> None:
         known = self.image_digests.setdefault(offset, digest)

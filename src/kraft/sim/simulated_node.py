@@ -18,7 +18,7 @@ stays down; `refused` says why). Losing the disk starts from nothing.
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from random import Random
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from kraft.raft import CommittedBatch, InvariantViolation, LeaderAndEpoch, RaftConfig, RaftCore, Reply, Send
 from kraft.raft.driver import Driver, StateMachine
@@ -33,6 +33,8 @@ from kraft.storage import (
     MemorySnapshotStore,
     SnapshotReader,
 )
+
+T = TypeVar("T")
 
 
 class Machine(StateMachine[SnapshotJob], Protocol):
@@ -163,9 +165,9 @@ class SimNode:
 
     # ---------------------------------------------------------------- stepping
 
-    def step(self, action: Callable[[RaftCore, int], None]) -> None:
-        if self.loop is not None:
-            self.loop.step(action)
+    def step(self, action: Callable[[RaftCore, int], T]) -> T | None:
+        """The action's result, or None if the node is down."""
+        return self.loop.step(action) if self.loop is not None else None
 
     def receive_reply(self, reply: Reply, request_id: int, incarnation: int) -> None:
         if incarnation == self.incarnation:

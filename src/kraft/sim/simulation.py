@@ -18,10 +18,11 @@ from random import Random
 
 from kio.schema.errors import ErrorCode
 
-from kraft.raft import RaftConfig, RaftCore
+from kraft.raft import NotLeaderError, RaftConfig, RaftCore
 from kraft.raft import messages as m
+from kraft.raft.kraft_upgrade import UpgradeRefused
 from kraft.raft.membership_messages import add_raft_voter_request, remove_raft_voter_request
-from kraft.raft.voters import VoterSet
+from kraft.raft.voters import KRAFT_VERSION_DYNAMIC, VoterSet
 from kraft.records.control import Voter, VoterEndpoint
 from kraft.sim.cluster import OPERATOR, Cluster
 from kraft.sim.faults import MIXES, Faults
@@ -59,8 +60,22 @@ def replay_command(
         f"--voters {params.voters} --observers {params.observers}"
         + ("" if params.pre_vote else " --no-pre-vote")
         + (" --membership" if params.membership else "")
+        + (" --upgrade" if params.upgrade else "")
         + "".join(f" --skip {name}" for name in skipped)
     )
+
+
+def _endpoints(node_id: int) -> tuple[VoterEndpoint, ...]:
+    return (VoterEndpoint("CONTROLLER", "sim", node_id),)
+
+
+def _upgrade(core: RaftCore, now: int) -> bool | None:
+    """The controller's call for UpdateFeatures kraft.version=1: True if appended, False if
+    the log already says 1 (not yet committed), None if refused."""
+    try:
+        return core.upgrade_kraft_version(KRAFT_VERSION_DYNAMIC, False, now)
+    except (NotLeaderError, UpgradeRefused):
+        return None
 
 
 class Simulation:
@@ -94,8 +109,9 @@ class Simulation:
         ids = list(voters) + list(range(self.params.voters + 1, self.params.voters + self.params.observers + 1))
         self.cluster = Cluster(self.network, voters)
         self.faults = Faults(mix, self.params, fault_rng, self.clock, self.network, self.cluster, self.history)
-        bootstrap = VoterSet(tuple(Voter(v, uuid.UUID(int=v).bytes, (VoterEndpoint("CONTROLLER", "sim", v),), 0, 1)
+        bootstrap = VoterSet(tuple(Voter(v, uuid.UUID(int=v).bytes, _endpoints(v), 0, 1)
                                    for v in voters)) if self.params.membership else None
+        self.history.observe_voters(-1, bootstrap or VoterSet.static(voters))
         for node_id in ids:
             config = RaftConfig(
                 node_id=node_id,
@@ -111,6 +127,10 @@ class Simulation:
                 max_retention_bytes=2000,
                 pre_vote=self.params.pre_vote,
                 bootstrap_servers=len(voters) if bootstrap is not None else 0,
+                # What a voter tells the leader of a static quorum for the upgrade (KIP-853's
+                # UpdateRaftVoter), and what an operator's AddRaftVoter names.
+                directory_id=uuid.UUID(int=node_id).bytes if self.params.upgrade else None,
+                endpoints=_endpoints(node_id) if self.params.upgrade else (),
             )
             late = mix == "late-join" and node_id in (voters[-1], ids[-1])
             node = SimNode(
@@ -122,6 +142,7 @@ class Simulation:
                 self.clock.at(fault_rng.randint(1000, self.params.fault_ms - 1000),
                               functools.partial(self.faults.start_empty, node))
         self.trace = _Trace(self.clock)
+        self._upgrade_appended = 0
 
     @property
     def nodes(self) -> dict[int, SimNode]:
@@ -137,6 +158,32 @@ class Simulation:
         self.workload.client_step(self.cluster, self.history, self.rng)
         self.clock.at(self.clock.now + self.params.append_every_ms, self._client_append)
 
+    def _newest_leader(self) -> SimNode | None:
+        leaders = sorted(self.cluster.leaders(), key=lambda n: n.core.epoch if n.core is not None else -1)
+        return leaders[-1] if leaders else None
+
+    def _upgrade_kraft_version(self) -> None:
+        """An operator raising kraft.version to 1 (`kraft features upgrade --feature
+        kraft.version=1`: the controller's UpdateFeatures calls RaftCore.upgrade_kraft_version
+        on the leader): asks the newest leader, and a while later again while the upgrade
+        is not committed; refusals are expected (no leader, a voter that has not told this
+        leader its entry, a leader deposed) and counted, and so are upgrades appended and
+        then truncated away. Once it is committed, voters are changed as with membership."""
+        stats = self.history.stats
+        if self.history.upgraded_at is not None:
+            self._change_voters()
+            return
+        if self.clock.now >= self.params.quiet_from_ms:
+            return
+        self.clock.at(self.clock.now + self.rng.randint(*self.params.upgrade_retry_ms), self._upgrade_kraft_version)
+        leader = self._newest_leader()
+        upgraded = leader.step(_upgrade) if leader is not None else None
+        if upgraded is None:
+            stats.upgrades_refused += 1
+        elif upgraded:
+            self._upgrade_appended += 1
+            stats.upgrades_truncated = self._upgrade_appended - 1
+
     def _change_voters(self) -> None:
         """An operator at work (KIP-853): asks the newest leader to add a caught-up observer
         when the set has `voters` members, or to remove a random voter (perhaps the leader
@@ -145,10 +192,10 @@ class Simulation:
         if self.clock.now >= self.params.fault_ms:
             return
         self.clock.at(self.clock.now + self.rng.randint(1, self.params.change_every_ms * 2), self._change_voters)
-        leaders = sorted(self.cluster.leaders(), key=lambda n: n.core.epoch if n.core is not None else -1)
-        if not leaders or leaders[-1].core is None:
+        leader = self._newest_leader()
+        if leader is None or leader.core is None:
             return
-        leader, core = leaders[-1], leaders[-1].core
+        core = leader.core
         current = core.voters.latest
         if len(current.voters) > self.params.voters:
             victim = self.rng.choice(current.voters)
@@ -160,7 +207,7 @@ class Simulation:
                 return
             new = self.rng.choice(others)
             request = add_raft_voter_request("sim", self.params.change_every_ms, new, uuid.UUID(int=new),
-                                             (VoterEndpoint("CONTROLLER", "sim", new),))
+                                             _endpoints(new))
         leader.step(lambda c, now: c.handle_request((OPERATOR, now), request, now))
 
     def _count_operator_answers(self) -> None:
@@ -198,6 +245,8 @@ class Simulation:
             self.clock.at(0, self._client_append)
             if self.params.membership:
                 self.clock.at(500, self._change_voters)
+            if self.params.upgrade:
+                self.clock.at(self.rng.randint(*self.params.upgrade_from_ms), self._upgrade_kraft_version)
             self.clock.run_until(self.params.end_ms, self._after_event)
             self.history.stats.epochs = max(
                 (state.epoch for n in self.cluster.nodes.values() if (state := n.store.read()) is not None), default=0)
@@ -212,6 +261,11 @@ class Simulation:
             raft_log.setLevel(level)
             raft_log.propagate = propagate
         self._count_operator_answers()
+        history = self.history
+        if self.params.upgrade and history.upgraded_at is not None:
+            history.stats.upgrades = 1
+            history.stats.upgrades_healed = int(history.healed_at is not None
+                                                and history.upgraded_time >= history.healed_at)
         self.history.stats.dropped = self.network.dropped
         self.history.stats.delivered = self.network.delivered
         return self.history.stats

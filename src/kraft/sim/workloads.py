@@ -28,6 +28,7 @@ from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.image import ConfigResource, ConfigResourceType
 from kraft.raft import CommittedBatch, LeaderAndEpoch, RaftCore
 from kraft.records import SimpleRecord
+from kraft.records.control import decode_control_record
 from kraft.sim.cluster import Cluster
 from kraft.sim.params import SimParams
 from kraft.sim.run_history import History
@@ -61,6 +62,12 @@ def _snapshot_loaded(node: SimNode, reader: SnapshotReader) -> None:
     core = node.core
     if core is not None:
         node.history.observe_snapshot_load(node.node_id, core.role, reader.snapshot_id)
+
+
+def _observe_control(node: SimNode, batch: CommittedBatch) -> None:
+    """A committed control batch's voter sets and kraft.version, for the history."""
+    for record in batch.records:
+        node.history.observe_control(record.offset, decode_control_record(record), node.clock.now)
 
 
 def _running(cluster: Cluster) -> list[SimNode]:
@@ -109,6 +116,7 @@ class CounterMachine:
     def handle_commit(self, batch: CommittedBatch) -> None:
         self.applied = batch.last_offset + 1
         if batch.control:
+            _observe_control(self.node, batch)
             return
         for record in batch.records:
             self.seen[record.offset] = record.value
@@ -200,7 +208,9 @@ class MetadataMachine(QuorumController):
     def handle_commit(self, batch: CommittedBatch) -> None:
         super().handle_commit(batch)
         node = self.node
-        if not batch.control:
+        if batch.control:
+            _observe_control(node, batch)
+        else:
             for record in batch.records:
                 node.history.observe_commit(node.node_id, record.offset, record.value, node.clock.now)
             self._observe_image()

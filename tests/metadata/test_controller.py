@@ -8,7 +8,7 @@ from kraft.metadata import ConfigResource, ConfigResourceType, ControllerError, 
 from kraft.metadata import operations as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.placement import RESERVED_TOPIC_IDS, assign_replicas
-from kraft.metadata.records import BrokerFeature, PartitionRecord, TopicRecord
+from kraft.metadata.records import PartitionRecord, TopicRecord
 from kraft.protocol import ErrorCode
 from tests.metadata.cluster import Cluster
 
@@ -252,23 +252,3 @@ def test_producer_id_blocks_follow_each_other(cluster):
     with pytest.raises(ControllerError) as refused:
         ctl.allocate_producer_ids(cluster.image, 2, epoch + 1)
     assert refused.value.error == Errors.STALE_BROKER_EPOCH
-
-
-def test_feature_levels_need_every_broker_and_downgrades_need_asking():
-    c = Cluster()
-    epoch = c.commit(ctl.register_broker(c.image, 1, incarnation_id=bytes(16), broker_epoch=0,
-                                         features=[BrokerFeature(name="metadata.version", min_supported_version=1,
-                                                                 max_supported_version=7)]))
-    c.commit(ctl.unfence_broker(c.image, 1, epoch))
-    c.commit(ctl.update_feature(c.image, "metadata.version", 7))
-    assert c.image.features["metadata.version"] == 7
-    for name, level, downgrade, message in [
-        ("metadata.version", 8, False, "does not support metadata.version level 8"),
-        ("metadata.version", 3, False, "without allowing downgrades"),
-        ("group.version", 1, False, "supports 0-0"),
-    ]:
-        with pytest.raises(ControllerError, match=message) as refused:
-            ctl.update_feature(c.image, name, level, allow_downgrade=downgrade)
-        assert refused.value.error == Errors.INVALID_UPDATE_VERSION
-    c.commit(ctl.update_feature(c.image, "metadata.version", 3, allow_downgrade=True))
-    assert c.image.features["metadata.version"] == 3

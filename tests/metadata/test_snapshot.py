@@ -12,7 +12,7 @@ from kraft.metadata import operations as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.image import ConfigResource, ConfigResourceType, MetadataImage
 from kraft.metadata.operations import ControllerResult
-from kraft.metadata.records import BrokerFeature, PartitionChangeRecord
+from kraft.metadata.records import BrokerFeature, FeatureLevelRecord, PartitionChangeRecord
 from kraft.records import SimpleRecord
 from kraft.storage.snapshot import SnapshotId
 from kraft.storage.snapshot_store import MemorySnapshotStore
@@ -126,7 +126,7 @@ def operation(c: Cluster, op: tuple) -> ControllerResult:
         return catch_up(image, *args)
     if kind == "producer_ids":
         return ctl.allocate_producer_ids(image, args[0], broker.epoch if broker else 0)
-    return ctl.update_feature(image, "metadata.version", args[0], allow_downgrade=True)
+    return ControllerResult((FeatureLevelRecord(name="metadata.version", feature_level=args[0]),), None)
 
 
 @given(st.lists(OPS, min_size=20, max_size=80), st.integers(0, 100), st.integers(1, 10))

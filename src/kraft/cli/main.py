@@ -203,12 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     remove.add_argument("--dry-run", action="store_true", help="print what would be done, but do not do it")
     remove.set_defaults(func=_remove_controller)
 
-    from kraft.cli import acls_cmd, configs_cmd, groups_cmd, topics_cmd
+    from kraft.cli import acls_cmd, configs_cmd, features_cmd, groups_cmd, topics_cmd
 
     topics_cmd.add_parser(sub)
     configs_cmd.add_parser(sub)
     acls_cmd.add_parser(sub)
     groups_cmd.add_parser(sub)
+    features_cmd.add_parser(sub)
 
     new_epoch_help = ("the new epoch: the same on every node and above every epoch a client saw "
                       "(required unless this node is the cluster's only voter)")

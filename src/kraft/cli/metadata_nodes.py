@@ -41,6 +41,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from kraft.cli.kafka_json import java_double
 from kraft.metadata import ConfigResourceType, MetadataImage, PartitionRegistration, TopicImage, uuid_str
+from kraft.metadata.features import METADATA_VERSIONS
 from kraft.metadata.image import METADATA_VERSION, BrokerRegistration, ControllerRegistration, ScramCredential
 from kraft.metadata.records import AccessControlEntryRecord, BrokerEndpoint, BrokerFeature, DelegationTokenRecord
 
@@ -70,12 +71,6 @@ def sorted_children(directory: Dir) -> Iterator[tuple[str, Node]]:
             yield name, child
 
 # Kafka's enums, by the ids the records carry.
-_METADATA_VERSIONS = {  # MetadataVersion: feature level -> its name (server-common, Kafka 4.0)
-    1: "3.0-IV1", 2: "3.1-IV0", 3: "3.2-IV0", 4: "3.3-IV0", 5: "3.3-IV1", 6: "3.3-IV2", 7: "3.3-IV3",
-    8: "3.4-IV0", 9: "3.5-IV0", 10: "3.5-IV1", 11: "3.5-IV2", 12: "3.6-IV0", 13: "3.6-IV1", 14: "3.6-IV2",
-    15: "3.7-IV0", 16: "3.7-IV1", 17: "3.7-IV2", 18: "3.7-IV3", 19: "3.7-IV4", 20: "3.8-IV0", 21: "3.9-IV0",
-    22: "4.0-IV0", 23: "4.0-IV1", 24: "4.0-IV2", 25: "4.0-IV3",
-}
 _ZK_MIGRATION_STATES = {0: "NONE", 1: "MIGRATION", 2: "PRE_MIGRATION", 3: "POST_MIGRATION", 4: "ZK"}
 _SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 _LEADER_RECOVERY_STATES = {0: "RECOVERED", 1: "RECOVERING"}
@@ -267,7 +262,7 @@ def _topic(topic: TopicImage) -> Dir:
 
 def _features(image: MetadataImage) -> Dir:
     level = image.features.get(METADATA_VERSION)
-    version = _METADATA_VERSIONS.get(level, f"{level} (a level newer than kraft knows)") if level else "3.0-IV1"
+    version = METADATA_VERSIONS.get(level, f"{level} (a level newer than kraft knows)") if level else "3.0-IV1"
     state = _ZK_MIGRATION_STATES.get(image.zk_migration_state, "NONE")
     children: dict[str, Callable[[], Node]] = {"metadataVersion": lambda: Leaf(version),
                                                "zkMigrationState": lambda: Leaf(state)}

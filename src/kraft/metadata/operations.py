@@ -45,7 +45,6 @@ from kraft.metadata.records import (
     BrokerEndpoint,
     BrokerFeature,
     ConfigRecord,
-    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionRecord,
@@ -558,7 +557,7 @@ def replace_configs_each(
     return _each(image, changes, lambda c: c[0], lambda img, c: replace_configs(img, *c), _DUPLICATE_RESOURCE)
 
 
-# ---------------------------------------------------------------------------- producer ids, features
+# ---------------------------------------------------------------------------- producer ids
 
 
 def allocate_producer_ids(
@@ -573,33 +572,3 @@ def allocate_producer_ids(
         broker_id=broker_id, broker_epoch=broker_epoch, next_producer_id=first + PRODUCER_ID_BLOCK_SIZE
     )
     return ControllerResult((record,), ProducerIdsBlock(broker_id, first, PRODUCER_ID_BLOCK_SIZE))
-
-
-def update_feature(
-    image: MetadataImage, name: str, level: int, *, allow_downgrade: bool = False
-) -> ControllerResult[None]:
-    """A FeatureLevelRecord finalizing `name` at `level` (0 removes it). Every registered
-    broker must support the level (a broker that does not list the feature supports only 0),
-    and lowering a level needs allow_downgrade."""
-    if not name:
-        raise ControllerError(Errors.INVALID_REQUEST, "The feature name must not be empty.")
-    if not 0 <= level <= _INT16_MAX:
-        raise ControllerError(Errors.INVALID_UPDATE_VERSION, f"Invalid feature level {level} for {name}.")
-    current = image.features.get(name, 0)
-    if level == current:
-        return ControllerResult((), None)
-    if level < current and not allow_downgrade:
-        raise ControllerError(
-            Errors.INVALID_UPDATE_VERSION,
-            f"Can't downgrade {name} from {current} to {level} without allowing downgrades.",
-        )
-    for broker_id in sorted(image.brokers.keys()):
-        broker = image.brokers[broker_id]
-        supported = {f.name: (f.min_supported_version, f.max_supported_version) for f in broker.features}
-        low, high = supported.get(name, (0, 0))
-        if not low <= level <= high:
-            raise ControllerError(
-                Errors.INVALID_UPDATE_VERSION,
-                f"Broker {broker.id} does not support {name} level {level} (it supports {low}-{high}).",
-            )
-    return ControllerResult((FeatureLevelRecord(name=name, feature_level=level),), None)

@@ -62,7 +62,7 @@ from kio.index import load_payload_module
 from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.static.constants import EntityType
-from kio.static.primitive import i16
+from kio.static.primitive import i16, i64
 
 from kraft.protocol.codec import api_name, decode_request, peek_api, request_class, response_class
 from kraft.protocol.framing import DEFAULT_MAX_FRAME_BYTES
@@ -100,6 +100,16 @@ when the client expects no answer (Produce with acks=0)."""
 
 
 @dataclass(frozen=True)
+class FeaturesAnswer:
+    """What an ApiVersions answer (v3+) says of features: supported (name, min, max),
+    finalized (name, level), and the finalized levels' epoch (-1: unknown)."""
+
+    supported: tuple[tuple[str, int, int], ...] = ()
+    finalized: tuple[tuple[str, int], ...] = ()
+    epoch: int = -1
+
+
+@dataclass(frozen=True)
 class Endpoint:
     min_version: int
     max_version: int
@@ -124,6 +134,8 @@ class KafkaServer:
         # Called before each handler, when set: None to serve the request, else the answer
         # refusing it (authorization: kraft.server.settings.authorization).
         self.guard: Callable[[Any, Any], Any | None] | None = None
+        # The features ApiVersions `version` lists, when set (kraft.server.apis.features_api).
+        self.features: Callable[[int], FeaturesAnswer] | None = None
         self._endpoints: dict[int, Endpoint] = {}
         self._memory = RequestMemory(limits.queued_max_request_bytes)
         self._socket: socket.socket | None = None
@@ -450,7 +462,17 @@ class KafkaServer:
         )
         if version == 0:
             return schema.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys)
-        return schema.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys, throttle_time=timedelta(0))
+        if version < 3 or self.features is None:
+            return schema.ApiVersionsResponse(error_code=ErrorCode.none, api_keys=keys, throttle_time=timedelta(0))
+        features = self.features(version)
+        return schema.ApiVersionsResponse(
+            error_code=ErrorCode.none, api_keys=keys, throttle_time=timedelta(0),
+            supported_features=tuple(schema.SupportedFeatureKey(name=n, min_version=i16(lo), max_version=i16(hi))
+                                     for n, lo, hi in features.supported),
+            finalized_features_epoch=i64(features.epoch),
+            finalized_features=tuple(schema.FinalizedFeatureKey(name=n, min_version_level=i16(v),
+                                                                max_version_level=i16(v))
+                                     for n, v in features.finalized))
 
 
 def _certificate_principal(connection: Connection) -> str:

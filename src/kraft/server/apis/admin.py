@@ -20,23 +20,25 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
 from kraft.controller import NotControllerError, Pending
-from kraft.metadata import ControllerError, MetadataImage
+from kraft.metadata import ControllerError, Errors, MetadataImage, features
 from kraft.metadata import operations as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.image import ConfigResource, ConfigResourceType
 from kraft.metadata.operations import ControllerResult
-from kraft.metadata.records import BrokerEndpoint
+from kraft.metadata.records import BrokerEndpoint, BrokerFeature
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
 from kraft.protocol.server import Handler
+from kraft.raft import RaftCore
+from kraft.raft.kraft_upgrade import UpgradeRefused
 from kraft.security.acl import CLUSTER_NAME as CLUSTER
 from kraft.security.acl import AclOperation, ResourceType
-from kraft.server.apis import acl_api, quota_api, scram_api
+from kraft.server.apis import acl_api, features_api, quota_api, scram_api
 from kraft.server.apis.context import NodeContext
 from kraft.server.settings.authorization import REFUSED, top_level_refusal
 
@@ -122,6 +124,7 @@ class AdminApi:
             acl_api.DELETE_ACLS: (*acl_api.VERSIONS, self.delete_acls, acl_api.delete_refusal),
             quota_api.ALTER_CLIENT_QUOTAS: (*quota_api.VERSIONS, self.alter_client_quotas, quota_api.alter_refusal),
             UNREGISTER_BROKER: (0, 0, self.unregister_broker, self._unregister_broker_answer),
+            features_api.UPDATE_FEATURES: (*features_api.VERSIONS, self.update_features, features_api.response),
         }
 
     def register(self, server: KafkaServer) -> None:
@@ -197,17 +200,22 @@ class AdminApi:
         all of them answers per item; a failure of the whole operation (too many records,
         leadership lost, no commit in time) is every such item's."""
         items = [w for w in wanted if not isinstance(w, Refusal)]
-        outcomes: list[Any]
-        try:
-            outcomes = await self._run(lambda im: operation(im, items), timeout_ms, validate_only)
-        except ControllerError as e:
-            outcomes = [e] * len(items)
-        except NotControllerError as e:
-            outcomes = [Refusal(ErrorCode.not_controller, str(e))] * len(items)
-        except TimeoutError:
-            outcomes = [Refusal(ErrorCode.request_timed_out, "the records were not committed in time")] * len(items)
-        given = iter(outcomes)
+        outcomes = await self._settled(self._run(lambda im: operation(im, items), timeout_ms, validate_only))
+        given = iter([outcomes] * len(items) if isinstance(outcomes, ControllerError | Refusal) else outcomes)
         return [w if isinstance(w, Refusal) else next(given) for w in wanted]
+
+    @staticmethod
+    async def _settled(run: Awaitable[T]) -> T | ControllerError | Refusal:
+        """What `run` gives, or why the operation failed as a whole: the controller's refusal
+        (too many records, say), NOT_CONTROLLER (leadership lost), or no commit in time."""
+        try:
+            return await run
+        except ControllerError as e:
+            return e
+        except NotControllerError as e:
+            return Refusal(ErrorCode.not_controller, str(e))
+        except TimeoutError:
+            return Refusal(ErrorCode.request_timed_out, "the records were not committed in time")
 
     def _authorized(self, wanted: Sequence[T | Refusal], *actions: Callable[[T], tuple[AclOperation, ResourceType, str]]
                     ) -> list[T | Refusal]:
@@ -370,16 +378,11 @@ class AdminApi:
         if not self.node.authorization.allowed(AclOperation.ALTER):
             return scram_api.alter_refusal(header, request, ErrorCode.cluster_authorization_failed, REFUSED)
         deletions, upsertions = scram_api.alter_request(request)
-        try:
-            outcomes = await self._run(lambda im: scram_api.alter_credentials(im, deletions, upsertions),
-                                       DEFAULT_TIMEOUT_MS)
-        except ControllerError as e:  # the whole operation (too many records)
-            return scram_api.alter_refusal(header, request, _code(e), e.message)
-        except NotControllerError as e:
-            return scram_api.alter_refusal(header, request, ErrorCode.not_controller, str(e))
-        except TimeoutError:
-            return scram_api.alter_refusal(header, request, ErrorCode.request_timed_out,
-                                           "the records were not committed in time")
+        outcomes = await self._settled(self._run(lambda im: scram_api.alter_credentials(im, deletions, upsertions),
+                                                 DEFAULT_TIMEOUT_MS))
+        if isinstance(outcomes, ControllerError | Refusal):
+            fields = _error_fields(outcomes)
+            return scram_api.alter_refusal(header, request, fields["error_code"], fields["error_message"])
         return scram_api.alter_response(header, outcomes)
 
     async def describe_user_scram_credentials(self, header: Any, request: Any) -> Any:
@@ -403,6 +406,48 @@ class AdminApi:
         if not self.node.authorization.allowed(AclOperation.DESCRIBE_CONFIGS):
             return quota_api.describe_refusal(header, ErrorCode.cluster_authorization_failed, REFUSED)
         return quota_api.describe(self.node.image, header, request)
+
+    # ---------------------------------------------------------------- UpdateFeatures (features_api.py)
+
+    async def update_features(self, header: Any, request: Any) -> Any:
+        """Kafka's rule: ALTER on the cluster. Every update is checked first, kraft.version's
+        upgrade by the Raft core without writing; only then is anything appended, in one
+        core step: kraft.version's control batch, then the features' records."""
+        if not self.node.authorization.allowed(AclOperation.ALTER):
+            return features_api.response(header, request, ErrorCode.cluster_authorization_failed, REFUSED)
+        updates = features_api.requested(header, request)
+        outcome = await self._settled(self._features_updated(updates, request.validate_only,
+                                                             request_timeout_ms(request)))
+        if isinstance(outcome, ControllerError):
+            return features_api.refused(header, request, _code(outcome), outcome.message)
+        return features_api.response(header, request, **_error_fields(outcome))
+
+    async def _features_updated(self, updates: list[features.FeatureUpdate], validate_only: bool,
+                                timeout_ms: float) -> None:
+        pending = self.node.step(lambda core, now: self._update_features(core, now, updates, validate_only))
+        if pending is None:
+            raise NotControllerError(None, -1, ": the node has stopped")
+        await self._committed(pending, timeout_ms)
+
+    def _update_features(self, core: RaftCore, now: int, updates: list[features.FeatureUpdate],
+                         validate_only: bool) -> Pending:
+        controller = self.node.controller
+        if not controller.active:
+            raise NotControllerError(core.leader_id, core.epoch)
+
+        def operation(image: MetadataImage, validate: bool) -> ControllerResult[None]:
+            def upgrade_kraft(level: int) -> None:
+                try:
+                    core.upgrade_kraft_version(level, validate, now)
+                except UpgradeRefused as e:
+                    raise ControllerError(Errors.INVALID_UPDATE_VERSION, str(e)) from None
+            return features.update_features(image, updates, node_id=self.node.node_id,
+                                            kraft_version=core.voters.kraft_version, upgrade_kraft=upgrade_kraft)
+
+        operation(controller.working_image, True)
+        if validate_only:
+            return Pending.resolved(None)
+        return controller.submit(lambda image: operation(image, False), now)
 
     # ---------------------------------------------------------------- UnregisterBroker (kafka-cluster)
 
@@ -449,14 +494,8 @@ class AdminApi:
     async def _whole(self, operation: Callable[[MetadataImage], ControllerResult[list[Any]]], items: int,
                      validate_only: bool = False) -> list[Any]:
         """An operation answered per item, whose failure as a whole is every item's."""
-        try:
-            return await self._run(operation, DEFAULT_TIMEOUT_MS, validate_only)
-        except ControllerError as e:
-            return [e] * items
-        except NotControllerError as e:
-            return [Refusal(ErrorCode.not_controller, str(e))] * items
-        except TimeoutError:
-            return [Refusal(ErrorCode.request_timed_out, "the records were not committed in time")] * items
+        outcomes = await self._settled(self._run(operation, DEFAULT_TIMEOUT_MS, validate_only))
+        return [outcomes] * items if isinstance(outcomes, ControllerError | Refusal) else outcomes
 
     # ---------------------------------------------------------------- brokers
 
@@ -469,6 +508,8 @@ class AdminApi:
             return answer(ErrorCode.inconsistent_cluster_id)
         endpoints = tuple(BrokerEndpoint(name=lst.name, host=lst.host, port=lst.port,
                                          security_protocol=lst.security_protocol) for lst in request.listeners)
+        supported = tuple(BrokerFeature(name=f.name, min_supported_version=f.min_supported_version,
+                                        max_supported_version=f.max_supported_version) for f in request.features)
         incarnation = request.incarnation_id.bytes if request.incarnation_id else bytes(16)
         controller = self.node.controller
         if self._impersonates(request.broker_id, incarnation):
@@ -477,7 +518,7 @@ class AdminApi:
             epoch = await self._run(
                 lambda im: ctl.register_broker(im, request.broker_id, incarnation_id=incarnation,
                                                broker_epoch=controller.next_offset(), endpoints=endpoints,
-                                               rack=request.rack),
+                                               features=supported, rack=request.rack),
                 10_000,
             )
         except ControllerError as e:

@@ -12,6 +12,7 @@ import logging
 import uuid
 from typing import Any
 
+from kraft.metadata.features import SUPPORTED
 from kraft.protocol import ErrorCode
 from kraft.protocol.build import build_request
 from kraft.protocol.connection import KafkaConnection
@@ -74,7 +75,8 @@ class BrokerLifecycle:
             "incarnation_id": self.incarnation,
             "listeners": [{"name": self._listener_name(), "host": host, "port": port,
                            "security_protocol": SECURITY_PROTOCOL_IDS[self._protocol()]}],
-            "features": [],
+            "features": [{"name": name, "min_supported_version": low, "max_supported_version": high}
+                         for name, (low, high) in sorted(SUPPORTED.items())],
             "rack": None,
             "log_dirs": [],
             "previous_broker_epoch": self.epoch if self.epoch is not None else -1,

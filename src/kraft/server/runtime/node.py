@@ -30,14 +30,16 @@ from typing import Any, TypeVar
 from kraft.controller import QuorumController
 from kraft.controller.bootstrap import read_bootstrap
 from kraft.groups import OFFSETS_TOPIC, GroupApi, GroupConfig, GroupCoordinator
-from kraft.metadata import MetadataImage
+from kraft.metadata import MetadataImage, features
 from kraft.protocol import KafkaServer
+from kraft.protocol.server import FeaturesAnswer
 from kraft.protocol.tasks import cancel_and_wait
 from kraft.raft import RaftConfig, RaftCore
 from kraft.raft import messages as m
 from kraft.raft.epochs import EpochHistory
 from kraft.raft.voters import NO_DIRECTORY
 from kraft.security.acl import AclOperation, ResourceType
+from kraft.server.apis import features_api
 from kraft.server.apis.client_api import ClientApi
 from kraft.server.apis.raft_versions import PEER_RPCS, RaftVersions
 from kraft.server.node_metrics import NodeMetrics
@@ -168,11 +170,15 @@ class KraftNode:
 
     def peer_endpoint(self, node_id: int) -> Endpoint | None:
         """Where the core's requests to `node_id` go: a voter, a leader some answer named, or
-        (negative ids) controller.quorum.bootstrap.servers, as Kafka numbers them."""
+        (negative ids) controller.quorum.bootstrap.servers, as Kafka numbers them. A node
+        named in controller.quorum.voters stays reachable there once the kraft.version upgrade
+        has made the log's voters the quorum's and one was removed: it may lead still, and the
+        offsets partitions keep those voters."""
         if node_id <= -2:
             servers = self.config.bootstrap_servers
             return servers[-2 - node_id] if -2 - node_id < len(servers) else None
-        found = self.controller_endpoints().get(node_id) or self.peers.learned.get(node_id)
+        found = (self.controller_endpoints().get(node_id) or self.peers.learned.get(node_id)
+                 or self.config.voters.get(node_id))
         if not self.config.voters:  # dynamic: a peer may be in no set the metadata log names now
             found = found or offsets_voters.voter_endpoint(self.offsets.values(), node_id, self.config) \
                 or self._endpoints_known.get(node_id)
@@ -305,8 +311,10 @@ class KraftNode:
                                          security=self._security[client.name])
         self.client_api.register(self.client_server)
         GroupApi(self).register(self.client_server)
+        self.client_server.features = self.api_versions_features
         if self.raft_server is not None:
             self.client_api.register_controller_apis(self.raft_server)
+            self.raft_server.features = self.api_versions_features
         if self.authorization.enabled:
             self.client_server.guard = self.authorization.client_guard
             if self.raft_server is not None:
@@ -440,6 +448,12 @@ class KraftNode:
     @property
     def applied_offset(self) -> int:
         return self.controller.cache.offset
+
+    def api_versions_features(self, version: int) -> FeaturesAnswer:
+        """What ApiVersions lists of features: this software's, and the finalized levels of the
+        image this node has applied (kraft.version from its Raft layer)."""
+        levels = features.finalized(self.image, self._running.voters.kraft_version)
+        return features_api.api_versions_features(version, features.SUPPORTED, levels, self.applied_offset)
 
     def after_step(self, listener: Callable[[], None]) -> None:
         """A handler's `on_step`: it reads what changed through this context, not the core."""

@@ -13,7 +13,7 @@ import pytest
 
 from kraft.cli.cluster_client import create_topic, request, run_async
 from kraft.cli.local_cluster import LOCAL_DEFAULTS, free_port
-from kraft.protocol import ErrorCode, KafkaServer, decode_response, encode_request, response_class
+from kraft.protocol import ErrorCode, KafkaServer, decode_response, encode_request, response_class, server
 from kraft.protocol.build import convert
 from kraft.protocol.connection import KafkaConnection
 from kraft.raft import messages as m
@@ -67,7 +67,7 @@ class NodeThread:
         self.loop.close()
 
 
-def test_a_fetch_snapshot_chunk_goes_from_file_to_socket_by_sendfile(node, monkeypatch):
+def test_a_fetch_snapshot_chunk_goes_from_file_to_socket_by_sendfile_unless_it_is_small(node, monkeypatch):
     # Topics until the first snapshot is written, and no more: the log does not grow enough
     # for a second one, which would replace the first while it is being fetched.
     for i in range(100):
@@ -107,6 +107,12 @@ def test_a_fetch_snapshot_chunk_goes_from_file_to_socket_by_sendfile(node, monke
              or answers[-1].error_code != ErrorCode.snapshot_not_found, what="the snapshot listed by its store")
     p = answers[-1]
     assert (p.error_code, p.size, p.position) == (ErrorCode.none, len(content), position)
+    assert bytes(p.unaligned_records) == content[position:]
+    # This snapshot is about 1.5 KB: up to _INLINE_REGION_BYTES, a region is read and written
+    # with its frame's bytes in one write (cheaper than a sendfile for a few hundred bytes).
+    assert len(content) - position <= server._INLINE_REGION_BYTES and sent_from_snapshot == []
+    monkeypatch.setattr(server, "_INLINE_REGION_BYTES", 0)
+    p = run_async(fetch_snapshot()).topics[0].partitions[0]
     assert bytes(p.unaligned_records) == content[position:]
     assert sum(sent_from_snapshot) == len(content) - position, "the chunk was copied through Python"
 

@@ -180,7 +180,7 @@ class RaftCore:
     def next_deadline(self) -> int:
         """The earliest time at which tick() has something to do."""
         now = self._now_hint
-        deadlines = self.outbox.deadlines() + self.state.deadlines(now)
+        deadlines = self.outbox.deadlines(now) + self.state.deadlines(now)
         if not deadlines:
             return now + self.config.election_timeout_ms
         # A deadline already passed is one the last step could not act on yet (a fetch

@@ -84,7 +84,11 @@ class Outbox:
         self._in_flight.clear()
         self._retry_at.clear()
 
-    def deadlines(self) -> list[int]:
+    def deadlines(self, now: int) -> list[int]:
+        """Requests in flight, and backoffs still running. A backoff that ended is none: the
+        step that reached it polled the core, which asked again or had nothing to ask (a
+        leader announces only at its interval), and kept as a deadline it would come due
+        every millisecond (`RaftCore.next_deadline` looks again at a passed one then)."""
         return [f.deadline for f in self._in_flight.values()] + [
-            t for d, t in self._retry_at.items() if d not in self._in_flight
+            t for d, t in self._retry_at.items() if d not in self._in_flight and t > now
         ]

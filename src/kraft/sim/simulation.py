@@ -202,7 +202,9 @@ class Simulation:
             request: m.RaftRequest = remove_raft_voter_request("sim", victim.voter_id,
                                                                uuid.UUID(bytes=victim.directory_id))
         else:
-            others = [n for n in sorted(self.cluster.nodes) if current.get(n) is None]
+            # A running node only: one whose disk was just lost may still look caught up to the
+            # leader for a fetch timeout, and would come back a voter that knows nothing (seed 4280).
+            others = [n for n, node in sorted(self.cluster.nodes.items()) if current.get(n) is None and node.alive]
             if not others:
                 return
             new = self.rng.choice(others)

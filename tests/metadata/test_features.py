@@ -87,8 +87,8 @@ def test_unknown_features_types_and_levels_are_refused_in_kafkas_order():
     c = cluster()
     assert refused(c, ("group.version", 1, UPGRADE), node_id=3) == (
         "Invalid update version 1 for feature group.version. Local controller 3 does not support this feature.")
-    assert refused(c, ("group.version", 0, SAFE)) == (
-        "Invalid update version 0 for feature group.version. Feature group.version not found.")
+    assert refused(c, ("foo.bar", 0, SAFE)) == (
+        "Invalid update version 0 for feature foo.bar. Feature foo.bar not found.")
     assert refused(c, (DERIVED_FENCING, 1, UpgradeType.UNKNOWN)) == (
         "Invalid update version 1 for feature kraft.derived.fencing. The controller does not support the given "
         "upgrade type.")
@@ -118,6 +118,17 @@ def test_a_feature_is_one_record_and_the_first_refusal_writes_nothing():
         run(c, (DERIVED_FENCING, 0, SAFE), (METADATA_VERSION, 8, UPGRADE))
     c.commit(run(c, (DERIVED_FENCING, 0, SAFE)))
     assert DERIVED_FENCING not in c.image.features  # level 0 removes it
+
+
+def test_a_kafka_feature_kraft_does_not_implement_may_be_set_to_0():
+    """As Kafka's controller takes group.version=0 (downgrade --release-version sends it): one
+    FeatureLevelRecord, which removes nothing that is there."""
+    c = cluster()
+    result = run(c, ("group.version", 0, SAFE), ("share.version", 0, UNSAFE))
+    assert result.records == (FeatureLevelRecord(name="group.version", feature_level=0),
+                              FeatureLevelRecord(name="share.version", feature_level=0))
+    c.commit(result)
+    assert "group.version" not in c.image.features and finalized(c.image, 0) == {METADATA_VERSION: 7}
 
 
 def test_metadata_version_goes_down_only_where_no_level_between_changed_the_metadata():

@@ -2,9 +2,11 @@
 
     (--bootstrap-server | --bootstrap-controller) HOST:PORT [--command-config FILE]
       describe
-      upgrade   [--metadata VERSION] [--feature NAME=LEVEL ...] [--dry-run]
-      downgrade [--metadata VERSION] [--feature NAME=LEVEL ...] [--unsafe] [--dry-run]
+      upgrade   [--metadata VERSION] [--feature NAME=LEVEL ...] [--release-version VERSION] [--dry-run]
+      downgrade [--metadata VERSION] [--feature NAME=LEVEL ...] [--release-version VERSION] [--unsafe] [--dry-run]
       disable   [--feature NAME ...] [--unsafe] [--dry-run]
+      version-mapping [--release-version VERSION]
+      feature-dependencies --feature NAME=LEVEL [--feature ...]
 
 `describe` asks ApiVersions (v4, so features whose minimum is 0 are listed) of the node, as
 Kafka's admin client's describeFeatures does, and prints one line per supported feature:
@@ -13,11 +15,16 @@ FinalizedVersionLevel: 0<TAB>Epoch: 5`, metadata.version by its name (3.3-IV3). 
 send one UpdateFeatures and print a line per feature, sorted by name: `kraft.version was
 upgraded to 1.`, `... can be upgraded ...` with --dry-run, or `Could not downgrade
 kraft.version to 0. <why>`; then, if any failed, `N out of M operation(s) failed.` on
-standard error and exit 1. Bad input is one line on standard error (Kafka's message) and
-exit 1. Kafka's `--release-version`, `version-mapping` and `feature-dependencies` map Kafka
-releases to the levels of features kraft does not implement; they are not here.
-"""
+standard error and exit 1. `--release-version` asks for every feature at the level Kafka's
+release sets (kafka_releases.py); an upgrade leaves out those at 0, as Kafka's does, and the
+controller refuses what kraft does not support with its usual message. The updates go in the
+order of FeatureCommand's HashMap, in which Kafka's controller checks them too, so the first
+refused, named in every line, is the one Kafka's tool would name.
 
+`version-mapping` and `feature-dependencies` print from that table without a connection;
+Kafka 4.2 still requires a bootstrap flag for them (KAFKA-19749, dropped in 4.3), and so does
+this. Bad input is one line on standard error (Kafka's message) and exit 1.
+"""
 import argparse
 import re
 import sys
@@ -26,15 +33,21 @@ from typing import Any
 
 from kraft.cli.admin_client import Admin, bootstrap_of, run_tool
 from kraft.cli.admin_connection import Reported, ToolError, UsageError, read_command_config
+from kraft.cli.java_order import hash_map_order, string_hash
 from kraft.cli.kafka_errors import KafkaError
 from kraft.cli.output import quiet_on_broken_pipe
-from kraft.metadata.features import (
+from kraft.metadata.features import UpgradeType
+from kraft.metadata.image import METADATA_VERSION
+from kraft.metadata.kafka_releases import (
+    FEATURES,
     LATEST_METADATA_VERSION,
     METADATA_VERSIONS,
     MINIMUM_METADATA_VERSION,
-    UpgradeType,
+    known_metadata_versions,
+    metadata_version_of,
+    release_levels,
+    requirements,
 )
-from kraft.metadata.image import METADATA_VERSION
 
 API_VERSIONS, UPDATE_FEATURES = 18, 57
 _SHORT = re.compile(r"[+-]?[0-9]+")  # what Java's Short.parseShort takes (then its range)
@@ -58,6 +71,10 @@ def add_parser(sub: Any) -> None:
         c.add_argument("--feature", action="append", metavar="NAME=LEVEL",
                        help=f"A feature {name} we should perform, in feature=level format. For example: "
                             "`metadata.version=5`.")
+        c.add_argument("--release-version", help=f"The release version to {name} all features to. For example, "
+                                                 "3.9-IV0 will set metadata.version=21 and kraft.version=1. Use the "
+                                                 "version-mapping command to learn which features will be set for "
+                                                 "any given version.")
         if name == "downgrade":
             c.add_argument("--unsafe", action="store_true",
                            help="Perform this downgrade even if it may irreversibly destroy metadata.")
@@ -68,6 +85,17 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--unsafe", action="store_true",
                    help="Disable this feature flag even if it may irreversibly destroy metadata.")
     c.add_argument("--dry-run", action="store_true", help="Perform a dry-run of this disable operation.")
+    c = commands.add_parser("version-mapping", help="Look up the corresponding features for a given metadata "
+                                                    "version. Using the command with no --release-version argument "
+                                                    "will return the mapping for the latest stable metadata version")
+    c.add_argument("--release-version", help="The release version to use for the corresponding feature mapping. "
+                                             f"The minimum is {METADATA_VERSIONS[MINIMUM_METADATA_VERSION]}; the "
+                                             f"default is {METADATA_VERSIONS[LATEST_METADATA_VERSION]}")
+    c = commands.add_parser("feature-dependencies", help="Look up dependencies for a given feature version. If the "
+                                                         "feature is not known or the version not yet defined, an "
+                                                         "error is thrown. Multiple features can be specified.")
+    c.add_argument("--feature", action="append", metavar="NAME=LEVEL", help="The feature and version to look up "
+                   "dependencies for, in feature=version format. For example: `metadata.version=5`.")
     p.set_defaults(func=main)
 
 
@@ -80,15 +108,12 @@ def level_text(feature: str, level: int) -> str:
 
 
 def metadata_level(text: str) -> int:
-    """MetadataVersion.fromVersionString: `3.3-IV3`, or a release (`3.3`, `3.3.2`) for its
-    latest level."""
-    key = ".".join(text.split(".")[:2])
-    levels = range(MINIMUM_METADATA_VERSION, LATEST_METADATA_VERSION + 1)
-    for level in reversed(levels):
-        if key in (METADATA_VERSIONS[level], METADATA_VERSIONS[level].split("-")[0]):
-            return level
-    names = ", ".join(METADATA_VERSIONS[level] for level in levels)
-    raise ToolError(f"Unknown metadata.version {text}. Supported metadata.version are {names}")
+    """The level --metadata or --release-version names, or Kafka's message."""
+    level = metadata_version_of(text)
+    if level is None:
+        raise ToolError(f"Unknown metadata.version {text}. Supported metadata.version are "
+                        f"{', '.join(known_metadata_versions())}")
+    return level
 
 
 def name_and_level(text: str) -> tuple[str, int]:
@@ -118,6 +143,14 @@ def updates_of(args: argparse.Namespace) -> dict[str, tuple[int, UpgradeType]]:
     if args.action == "disable":
         for name in args.feature or []:
             add(name, 0)
+    elif args.release_version is not None:
+        if args.metadata is not None or args.feature:
+            raise ToolError("Can not specify `release-version` with other feature flags.")
+        release = metadata_level(args.release_version)
+        add(METADATA_VERSION, release)
+        for name, level in release_levels(release).items():
+            if kind != UpgradeType.UPGRADE or level > 0:  # Kafka's tool asks no upgrade to 0
+                add(name, level)
     else:
         if args.metadata is not None:
             print(" `metadata` flag is deprecated and may be removed in a future release.")
@@ -147,9 +180,9 @@ async def update(admin: Admin, action: str, updates: dict[str, tuple[int, Upgrad
     """One UpdateFeatures; a line per feature as FeatureCommand.update prints them."""
     answer = await admin.call(UPDATE_FEATURES, range(0, 3), {
         "timeout": timedelta(seconds=admin.settings.request_timeout_s),
-        "feature_updates": [{"feature": name, "max_version_level": level, "upgrade_type": kind,
-                             "allow_downgrade": kind != UpgradeType.UPGRADE}
-                            for name, (level, kind) in updates.items()],
+        "feature_updates": [{"feature": name, "max_version_level": updates[name][0], "upgrade_type": updates[name][1],
+                             "allow_downgrade": updates[name][1] != UpgradeType.UPGRADE}
+                            for name in hash_map_order(updates, string_hash)],
         "validate_only": dry_run})
     errors: dict[str, KafkaError | None] = dict.fromkeys(updates)
     if answer.error_code != 0:
@@ -172,17 +205,59 @@ async def update(admin: Admin, action: str, updates: dict[str, tuple[int, Upgrad
         raise Reported
 
 
+def version_mapping(release_version: str | None) -> None:
+    """FeatureCommand.handleVersionMapping: the release's metadata.version as given, then
+    every production feature's level, in Kafka's order."""
+    text = METADATA_VERSIONS[LATEST_METADATA_VERSION] if release_version is None else release_version
+    level = metadata_version_of(text)
+    if level is None:
+        raise ToolError(f"Unknown release version '{text}'. Supported versions are: "
+                        f"{METADATA_VERSIONS[MINIMUM_METADATA_VERSION]} to {METADATA_VERSIONS[LATEST_METADATA_VERSION]}")
+    print(f"{METADATA_VERSION}={level} ({text})")
+    for name, feature_level in release_levels(level).items():
+        print(f"{name}={feature_level}")
+
+
+def feature_dependencies(features: list[str]) -> None:
+    """FeatureCommand.handleFeatureDependencies: each in turn, stopping at the first unknown."""
+    for text in features:
+        name, level = name_and_level(text)
+        if name == METADATA_VERSION:
+            if not MINIMUM_METADATA_VERSION <= level <= LATEST_METADATA_VERSION:
+                raise ToolError(f"Unknown metadata.version {level}")
+            print(f"{name}={level} ({METADATA_VERSIONS[level]}) has no dependencies.")
+            continue
+        needs = requirements(name, level)
+        if needs is None:
+            raise ToolError(f"No feature:{name} with feature level {level}" if name in FEATURES
+                            else f"Unknown feature: {name}")
+        if not needs:
+            print(f"{name}={level} has no dependencies.")
+            continue
+        print(f"{name}={level} requires:")
+        for needed, needed_level in needs:
+            named = f" ({METADATA_VERSIONS[needed_level]})" if needed == METADATA_VERSION else ""
+            print(f"    {needed}={needed_level}{named}")
+
+
 def check_args(args: argparse.Namespace) -> None:
-    """Kafka's argparse4j group: exactly one of --bootstrap-server, --bootstrap-controller."""
+    """Kafka's argparse4j group: exactly one of --bootstrap-server, --bootstrap-controller
+    (for every command in 4.2); feature-dependencies' required --feature."""
     if args.bootstrap_server is not None and args.bootstrap_controller is not None:
         raise UsageError("argument --bootstrap-controller: not allowed with argument --bootstrap-server")
     if args.bootstrap_server is None and args.bootstrap_controller is None:
         raise UsageError("one of the arguments --bootstrap-server --bootstrap-controller is required")
+    if args.action == "feature-dependencies" and not args.feature:
+        raise UsageError("argument --feature is required")
 
 
 async def _run(args: argparse.Namespace) -> None:
     bootstrap, endpoint_type = bootstrap_of(args.bootstrap_server, args.bootstrap_controller)
     settings = read_command_config(args.command_config)
+    if args.action == "version-mapping":
+        return version_mapping(args.release_version)
+    if args.action == "feature-dependencies":
+        return feature_dependencies(args.feature)
     updates = updates_of(args) if args.action != "describe" else {}
     async with Admin(bootstrap, settings, endpoint_type) as admin:
         if args.action == "describe":

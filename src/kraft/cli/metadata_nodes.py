@@ -41,8 +41,8 @@ from typing import Any, NamedTuple, TypeVar
 
 from kraft.cli.kafka_json import java_double
 from kraft.metadata import ConfigResourceType, MetadataImage, PartitionRegistration, TopicImage, uuid_str
-from kraft.metadata.features import METADATA_VERSIONS
 from kraft.metadata.image import METADATA_VERSION, BrokerRegistration, ControllerRegistration, ScramCredential
+from kraft.metadata.kafka_releases import METADATA_VERSIONS
 from kraft.metadata.records import AccessControlEntryRecord, BrokerEndpoint, BrokerFeature, DelegationTokenRecord
 
 

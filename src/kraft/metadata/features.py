@@ -16,8 +16,10 @@ metadata (else refused, even UNSAFE_DOWNGRADE, as Kafka refuses it); kraft.versi
 Raft layer's (`upgrade_kraft`: RaftCore.upgrade_kraft_version, whose refusals carry Kafka's
 messages) and is never lowered, and, as Kafka does, the upgrade writes a NoOpRecord beside
 it so that the answer waits for a commit; any other feature is one FeatureLevelRecord (level
-0 removes it). Kafka checks registered controllers too from metadata.version 3.7-IV0, which
-kraft's logs never reach.
+0 removes it). A feature of Kafka's that kraft does not implement (kafka_releases.FEATURES:
+group.version, ...) takes level 0 alone, as `downgrade --release-version` asks; a name
+Kafka does not know either is "not found". Kafka checks registered controllers too from
+metadata.version 3.7-IV0, which kraft's logs never reach.
 """
 
 import enum
@@ -25,22 +27,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, MetadataImage
+from kraft.metadata.kafka_releases import FEATURES, METADATA_CHANGED
 from kraft.metadata.metadata_errors import ControllerError, Errors
 from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import FeatureLevelRecord, MetadataRecord, NoOpRecord
 
 KRAFT_VERSION = "kraft.version"
-# MetadataVersion (server-common, Kafka 4.2): feature level -> its name.
-METADATA_VERSIONS = {
-    1: "3.0-IV1", 2: "3.1-IV0", 3: "3.2-IV0", 4: "3.3-IV0", 5: "3.3-IV1", 6: "3.3-IV2", 7: "3.3-IV3",
-    8: "3.4-IV0", 9: "3.5-IV0", 10: "3.5-IV1", 11: "3.5-IV2", 12: "3.6-IV0", 13: "3.6-IV1", 14: "3.6-IV2",
-    15: "3.7-IV0", 16: "3.7-IV1", 17: "3.7-IV2", 18: "3.7-IV3", 19: "3.7-IV4", 20: "3.8-IV0", 21: "3.9-IV0",
-    22: "4.0-IV0", 23: "4.0-IV1", 24: "4.0-IV2", 25: "4.0-IV3", 26: "4.1-IV0", 27: "4.1-IV1", 28: "4.2-IV0",
-    29: "4.2-IV1",
-}
-MINIMUM_METADATA_VERSION, LATEST_METADATA_VERSION = 7, 29  # Kafka 4.2's MINIMUM_VERSION and latestProduction
-# The levels whose MetadataVersion.didMetadataChange is true: a downgrade across one may lose metadata.
-_METADATA_CHANGED = frozenset((7, 8, 11, 13, 14, 15, 17, 23))
 # What this software supports: name -> (min, max). The one place that says it.
 SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (7, 7),
@@ -71,10 +63,6 @@ class FeatureUpdate:
     name: str
     level: int
     upgrade_type: UpgradeType
-
-
-def metadata_version_name(level: int) -> str:
-    return METADATA_VERSIONS.get(level, f"UNKNOWN {level}")
 
 
 def _range_text(low: int, high: int) -> str:
@@ -115,7 +103,7 @@ def _unsupported_reason(image: MetadataImage, node_id: int, name: str, level: in
 def _metadata_version(current: int, level: int, unsafe: bool) -> FeatureLevelRecord:
     """FeatureControlManager.updateMetadataVersion's own check (an unknown level is already
     outside SUPPORTED): a downgrade only where no level between changed the metadata."""
-    if level < current and any(v in _METADATA_CHANGED for v in range(level + 1, current + 1)):
+    if level < current and any(v in METADATA_CHANGED for v in range(level + 1, current + 1)):
         why = ("Unsafe metadata downgrade is not supported in this version." if unsafe else
                "Refusing to perform the requested downgrade because it might delete metadata information.")
         raise ControllerError(Errors.INVALID_UPDATE_VERSION,
@@ -149,7 +137,7 @@ def _update(image: MetadataImage, update: FeatureUpdate, node_id: int, kraft_ver
         if level != current:
             raise _invalid(name, level, "Can't downgrade the version of this feature.")
         return ()
-    if name not in SUPPORTED:  # level 0 of a feature nobody knows: Feature.featureFromName refuses it
+    if name not in SUPPORTED and name not in FEATURES:  # level 0 of a feature Kafka has not either
         raise _invalid(name, level, f"Feature {name} not found.")
     return (FeatureLevelRecord(name=name, feature_level=level),)
 

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 from kraft.cli.cluster_client import find_coordinator, leader, request, run_async, scrape
 from kraft.cli.local_cluster import LocalCluster
@@ -19,7 +20,7 @@ from kraft.protocol import ErrorCode
 from kraft.protocol.connection import KafkaConnection
 from kraft.raft import messages as m
 from kraft.records import SimpleRecord, build_batch
-from kraft.server.runtime.fetch_batch import FetchBatcher, combine
+from kraft.server.runtime.fetch_batch import FetchBatcher, combine, serve_across
 from kraft.server.runtime.node import OFFSETS_TOPIC_ID
 
 from .cluster_helpers import QUIET, wait_for
@@ -88,6 +89,72 @@ def test_a_fetch_of_several_partitions_from_another_cluster_is_refused_whole(nod
     ask = fetch_of([(m.METADATA, 0, 1), (OFFSETS[0], 0, 1)], "another-cluster", 0)
     response = run_async(request(node.controller_port, ask, 30))
     assert response.error_code == ErrorCode.inconsistent_cluster_id and response.responses == ()
+
+
+class StandInPartition:
+    """A partition's driver as serve_across sees it, like a core: a Fetch is answered at once
+    when there is news or no wait, else parked until completed; records what it was asked."""
+
+    def __init__(self, where: m.LogPartition, news: bool) -> None:
+        self.where, self.news = where, news
+        self.asked: list[str] = []
+        self.parked: asyncio.Future | None = None
+
+    def has_news(self, fetch_offset: int, high_watermark: int) -> bool:
+        return self.news
+
+    def begin_request(self, request: m.FetchRequest) -> tuple[int, asyncio.Future]:
+        wait = request.max_wait.total_seconds()
+        self.asked.append(f"fetch, waiting {wait:g} s")
+        answer = asyncio.get_running_loop().create_future()
+        if self.news or wait == 0:
+            answer.set_result(self.response(records=self.news))
+        else:
+            self.parked = answer
+        return 1, answer
+
+    def complete_fetch(self, handle: int) -> None:
+        self.asked.append("completed")
+        assert self.parked is not None
+        self.parked.set_result(self.response(records=False))
+
+    def response(self, records: bool) -> m.FetchResponse:
+        part = m.fetch_partition(self.where.index, ErrorCode.none, leader_id=1, epoch=1)
+        if records:
+            part = replace(part, records=build_batch([SimpleRecord(None, b"news")]))
+        return m.fetch_response_of([(self.where.topic_id, [part])])
+
+
+def test_an_idle_partition_is_asked_once_with_no_wait_when_another_has_news():
+    idle = [StandInPartition(OFFSETS[0], news=False), StandInPartition(m.METADATA, news=False)]
+    busy = StandInPartition(OFFSETS[1], news=True)
+    by_key = {(p.where.topic_id, p.where.index): p for p in [*idle, busy]}
+    # The busy partition is named between the idle ones: it is asked first all the same.
+    ask = fetch_of([(OFFSETS[0], 5, 1), (OFFSETS[1], 5, 1), (m.METADATA, 5, 1)], "c", 500)
+    response = run_async(serve_across(ask, lambda topic, index: by_key.get((topic, index))))
+    assert busy.asked == ["fetch, waiting 0.5 s"]
+    assert [p.asked for p in idle] == [["fetch, waiting 0 s"], ["fetch, waiting 0 s"]]  # neither parked
+    assert entries(response) == [(OFFSETS_TOPIC_ID, 0, ErrorCode.none, False), (OFFSETS_TOPIC_ID, 1, ErrorCode.none, True),
+                                 (m.METADATA_TOPIC_ID, 0, ErrorCode.none, False)]
+
+
+def test_with_no_news_anywhere_every_partition_parks_and_the_first_to_answer_completes_the_rest():
+    parts = [StandInPartition(OFFSETS[0], news=False), StandInPartition(m.METADATA, news=False)]
+    by_key = {(p.where.topic_id, p.where.index): p for p in parts}
+    ask = fetch_of([(OFFSETS[0], 5, 1), (m.METADATA, 5, 1)], "c", 500)
+
+    async def news_on_the_metadata_log() -> m.FetchResponse:
+        answer = asyncio.ensure_future(serve_across(ask, lambda topic, index: by_key.get((topic, index))))
+        await asyncio.sleep(0)
+        assert [p.asked for p in parts] == [["fetch, waiting 0.5 s"]] * 2 and not answer.done()
+        meta = parts[1]
+        assert meta.parked is not None
+        meta.parked.set_result(meta.response(records=True))
+        return await answer
+
+    response = run_async(news_on_the_metadata_log())
+    assert parts[0].asked == ["fetch, waiting 0.5 s", "completed"]
+    assert entries(response) == [(OFFSETS_TOPIC_ID, 0, ErrorCode.none, False), (m.METADATA_TOPIC_ID, 0, ErrorCode.none, True)]
 
 
 # ---------------------------------------------------------------- the follower's batching

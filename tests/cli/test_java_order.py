@@ -1,4 +1,4 @@
-"""`kraft.cli.java_order` against Java's own HashMap: the order in which the rows Kafka's tools
+"""`kraft.java_order` against Java's own HashMap: the order in which the rows Kafka's tools
 print from a HashMap come out (ConsumerGroupCommand's partitions and groups)."""
 
 import random
@@ -7,7 +7,7 @@ import string
 import subprocess
 from pathlib import Path
 
-from kraft.cli.java_order import hash_map_order, string_hash, topic_partition_hash
+from kraft.java_order import hash_map_order, string_hash, topic_partition_hash
 
 SOURCE = Path(__file__).with_name("JavaHashMapOrder.java")
 

@@ -98,6 +98,15 @@ def test_unknown_features_types_and_levels_are_refused_in_kafkas_order():
         "Invalid update version 8 for feature metadata.version. Local controller 1 only supports versions 7")
 
 
+def test_the_first_refused_is_the_first_in_kafkas_hashmap_order_whatever_the_requests_order():
+    c = cluster()
+    # metadata.version comes before transaction.version in a HashMap of the two names.
+    for updates in ((("transaction.version", 1, UPGRADE), (METADATA_VERSION, 8, UPGRADE)),
+                    ((METADATA_VERSION, 8, UPGRADE), ("transaction.version", 1, UPGRADE))):
+        assert refused(c, *updates) == (
+            "Invalid update version 8 for feature metadata.version. Local controller 1 only supports versions 7")
+
+
 def test_every_registered_broker_must_support_the_level():
     c = cluster((2, dict(SUPPORTED)), (5, {METADATA_VERSION: (7, 7)}))
     assert refused(c, (DERIVED_FENCING, 1, UPGRADE)) == (

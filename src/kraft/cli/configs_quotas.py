@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from kraft.cli.admin_client import Admin
 from kraft.cli.admin_connection import ToolError, UsageError
-from kraft.cli.java_order import hash_map_order, string_hash
 from kraft.cli.kafka_errors import KafkaError, check
 from kraft.cli.kafka_json import java_double
+from kraft.java_order import hash_map_order, string_hash
 from kraft.security.scram import DEFAULT_ITERATIONS, ScramMechanism, new_salt, salted_password
 
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49

@@ -33,9 +33,9 @@ from typing import Any
 
 from kraft.cli.admin_client import Admin, bootstrap_of, run_tool
 from kraft.cli.admin_connection import Reported, ToolError, UsageError, read_command_config
-from kraft.cli.java_order import hash_map_order, string_hash
 from kraft.cli.kafka_errors import KafkaError
 from kraft.cli.output import quiet_on_broken_pipe
+from kraft.java_order import hash_map_order, string_hash
 from kraft.metadata.features import UpgradeType
 from kraft.metadata.image import METADATA_VERSION
 from kraft.metadata.kafka_releases import (

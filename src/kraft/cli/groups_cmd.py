@@ -38,9 +38,9 @@ from kraft.cli.groups_client import (
     list_groups,
     log_offsets,
 )
-from kraft.cli.java_order import hash_map_order, topic_partition_hash
 from kraft.cli.kafka_errors import KafkaError
 from kraft.cli.output import quiet_on_broken_pipe
+from kraft.java_order import hash_map_order, topic_partition_hash
 
 ACTIONS = ("list", "describe", "delete", "reset-offsets", "delete-offsets")
 STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")

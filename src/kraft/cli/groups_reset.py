@@ -35,8 +35,8 @@ from kraft.cli.groups_client import (
     epoch_before,
     log_offsets,
 )
-from kraft.cli.java_order import hash_map_order, string_hash, topic_partition_hash
 from kraft.cli.kafka_errors import check
+from kraft.java_order import hash_map_order, string_hash, topic_partition_hash
 
 SCENARIOS = ("to-offset", "to-datetime", "by-duration", "to-earliest", "to-latest", "to-current", "shift-by",
              "from-file")

@@ -7,7 +7,8 @@ behaviours and record versions of metadata.version 3.3-IV3 alone (the level a ne
 at), so that is its whole range there; kraft.version 0 and 1 (KIP-853); and its own
 `kraft.derived.fencing`, which every replica replays record by record, either way.
 
-Each update, in the request's order; the first refused refuses them all, nothing written:
+Each update, in the order of the HashMap Kafka's controller puts them in, whatever the
+request's order (java_order.py); the first refused refuses them all, nothing written:
 an unknown upgrade type; a level below 0; a level outside the local controller's range or a
 registered broker's ("Local controller 1 only supports versions 7", "Broker 2 does not
 support this feature."); lowering a level with UPGRADE, or raising one with a downgrade type.
@@ -26,6 +27,7 @@ import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from kraft.java_order import hash_map_order, string_hash
 from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, MetadataImage
 from kraft.metadata.kafka_releases import FEATURES, METADATA_CHANGED
 from kraft.metadata.metadata_errors import ControllerError, Errors
@@ -148,8 +150,9 @@ def update_features(image: MetadataImage, updates: Iterable[FeatureUpdate], *, n
     written). `upgrade_kraft(level)` raises kraft.version, or checks that it may be raised:
     the caller decides, by what it passes, and raises ControllerError for a refusal."""
     records: list[MetadataRecord] = []
-    for update in updates:
-        records += _update(image, update, node_id, kraft_version, upgrade_kraft)
+    by_name = {update.name: update for update in updates}  # Kafka's controller puts them in a HashMap,
+    for name in hash_map_order(by_name, string_hash):  # and checks and writes them in its order
+        records += _update(image, by_name[name], node_id, kraft_version, upgrade_kraft)
     return ControllerResult(tuple(records), None)
 
 

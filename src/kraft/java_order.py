@@ -1,6 +1,7 @@
-"""The order in which a Java HashMap yields its keys, for the rows Kafka's tools print from
-one (ConsumerGroupCommand collects offsets with Collectors.toMap): scripts and eyes used to
-Kafka's output see the same rows in the same order.
+"""The order in which a Java HashMap yields its keys: for the rows Kafka's tools print from
+one (ConsumerGroupCommand collects offsets with Collectors.toMap), so that scripts and eyes
+used to Kafka's output see the same rows in the same order; and for what Kafka's controller
+checks in a map's order (UpdateFeatures' updates), so that the same one is refused first.
 
 A HashMap puts a key in bucket (n - 1) & (h ^ (h >>> 16)) of a table of n buckets (16 at
 first, doubled each time the map holds more than three quarters of n), keeps the keys of a

@@ -5,12 +5,19 @@ add-controller` for a fourth controller and `remove-controller` for one of the f
 a downgrade of kraft.version is refused as Kafka refuses it, and after every node restarts
 the voters are the log's, not controller.quorum.voters."""
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import uuid
+
+from kafka.admin import KafkaAdminClient
 
 from kraft.cli.local_cluster import LOCAL_DEFAULTS, LocalCluster, free_port
+from kraft.protocol import ErrorCode
+from kraft.protocol.build import build_request
+from kraft.protocol.connection import KafkaConnection
 from kraft.storage.meta_properties import kafka_text, read_directory_id
 
 from .test_dynamic_quorum import kraft, until
@@ -25,6 +32,39 @@ def kraft_version(client: str) -> tuple[str, str, str] | None:
     if "Epoch: -" in out.stdout:
         return None
     return described(out.stdout)["kraft.version"]
+
+
+def registration_answer(cluster: LocalCluster, kraft_versions: tuple[int, int]) -> str | None:
+    """The active controller's answer (its error's name) to a BrokerRegistration of a broker 9
+    listing metadata.version 7 and `kraft_versions` (the other controllers: NOT_CONTROLLER)."""
+    low, high = kraft_versions
+    request = build_request(62, 3, {
+        "broker_id": 9, "cluster_id": cluster.cluster_id, "incarnation_id": uuid.uuid4(),
+        "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9, "security_protocol": 0}],
+        "features": [{"name": "kraft.version", "min_supported_version": low, "max_supported_version": high},
+                     {"name": "metadata.version", "min_supported_version": 7, "max_supported_version": 7}],
+        "rack": None, "log_dirs": [], "previous_broker_epoch": -1})
+
+    async def ask(port: int) -> ErrorCode:
+        connection = await KafkaConnection.connect("127.0.0.1", port)
+        try:
+            return (await connection.request(request, 10)).error_code
+        finally:
+            connection.close()
+
+    for node in cluster.nodes.values():
+        answer = asyncio.run(ask(node.controller_port))
+        if answer != ErrorCode.not_controller:
+            return answer.name
+    return None
+
+
+def registered_brokers(cluster: LocalCluster) -> set[int]:
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers(), request_timeout_ms=30000)
+    try:
+        return {b["broker_id"] for b in admin.describe_cluster()["brokers"]}
+    finally:
+        admin.close()
 
 
 def test_a_static_quorum_upgraded_to_kraft_version_1_takes_voter_changes_that_survive_a_restart(tmp_path):
@@ -82,6 +122,8 @@ def test_a_static_quorum_upgraded_to_kraft_version_1_takes_voter_changes_that_su
             1, "Could not downgrade kraft.version to 0. The update failed for all features since the following "
                "feature had an error: Invalid update version 0 for feature kraft.version. Can't downgrade the "
                "version of this feature.\n", "1 out of 1 operation(s) failed.\n")
+        # A broker that knows only a static quorum may not join now (Kafka's controller refuses it).
+        assert until(lambda: registration_answer(cluster, (0, 0))) == "unsupported_version"
         first_voters = voters()
         assert first_voters and all(f'"id": {n}, "directoryId": "{directories[n]}"' in first_voters for n in (1, 2, 3))
 
@@ -116,6 +158,8 @@ def test_a_static_quorum_upgraded_to_kraft_version_1_takes_voter_changes_that_su
         quorum = ("metadata-quorum", "--bootstrap-controller", controllers)
         until(lambda: log_voters(voters()), what="voters 2, 3 and 4 after the restart")
         assert until(lambda: kraft_version(cluster.nodes[3].client)) == ("0", "1", "1")
+        # kraft's own brokers, which list kraft.version 0-1, registered again under kraft.version 1.
+        until(lambda: registered_brokers(cluster) == {1, 2, 3, 4}, what="brokers 1-4 registered")
     finally:
         if fourth is not None:
             os.killpg(fourth.pid, signal.SIGKILL)

@@ -111,7 +111,11 @@ def test_every_registered_broker_must_support_the_level():
     c = cluster((2, dict(SUPPORTED)), (5, {METADATA_VERSION: (7, 7)}))
     assert refused(c, (DERIVED_FENCING, 1, UPGRADE)) == (
         "Invalid update version 1 for feature kraft.derived.fencing. Broker 5 does not support this feature.")
-    c = cluster((2, {DERIVED_FENCING: (1, 1)}))
+    c = cluster()
+    c.commit(run(c, (DERIVED_FENCING, 1, UPGRADE)))  # a broker wanting level 1 may register only now
+    c.commit(ctl.register_broker(c.image, 2, incarnation_id=bytes([2]) * 16, broker_epoch=c.image.offset + 1,
+                                 features=[BrokerFeature(name=DERIVED_FENCING, min_supported_version=1,
+                                                         max_supported_version=1)]))
     assert refused(c, (DERIVED_FENCING, 0, SAFE)) == (
         "Invalid update version 0 for feature kraft.derived.fencing. Broker 2 only supports versions 1")
 

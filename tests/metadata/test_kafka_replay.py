@@ -8,6 +8,7 @@ import pytest
 
 from kraft.metadata import MetadataCache, MetadataImage, ReplayError, apply_records, encode_record, partition_replay
 from kraft.metadata import operations as ctl
+from kraft.metadata.features import SUPPORTED
 from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, ScramCredential, image_to_records
 from kraft.metadata.image_snapshot import image_from_records
 from kraft.metadata.records import (
@@ -16,6 +17,7 @@ from kraft.metadata.records import (
     AccessControlEntryRecord,
     BeginTransactionRecord,
     BrokerEndpoint,
+    BrokerFeature,
     BrokerRegistrationChangeRecord,
     ClearElrRecord,
     ClientQuotaRecord,
@@ -189,12 +191,17 @@ def test_a_kafka_4_style_log_builds_every_part_of_the_image_and_snapshots_it_who
     assert (("user", "alice"),) not in image.client_quotas
 
 
+KRAFTS_FEATURES = [BrokerFeature(name=name, min_supported_version=low, max_supported_version=high)
+                   for name, (low, high) in sorted(SUPPORTED.items())]
+
+
 def operation(image: MetadataImage, kind: str, b: int, step: int, topic: ctl.NewTopic,
               rng: random.Random) -> ctl.ControllerResult:
     """One step of the random logs below: broker `b` registered, unfenced, fenced or
     unregistered, or `topic` created; ControllerError if the image refuses it."""
-    if kind == "register":
-        return ctl.register_broker(image, b, incarnation_id=bytes([b]) * 16, broker_epoch=100 + step)
+    if kind == "register":  # as kraft's brokers list their features: a log with derived fencing needs it
+        return ctl.register_broker(image, b, incarnation_id=bytes([b]) * 16, broker_epoch=100 + step,
+                                   features=KRAFTS_FEATURES)
     if kind == "unfence":
         registered = image.broker(b)
         return ctl.unfence_broker(image, b, registered.epoch if registered else 0)

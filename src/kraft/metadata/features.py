@@ -28,13 +28,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kraft.java_order import hash_map_order, string_hash
-from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, MetadataImage
+from kraft.metadata.image import DERIVED_FENCING, KRAFT_VERSION, METADATA_VERSION, MetadataImage
 from kraft.metadata.kafka_releases import FEATURES, METADATA_CHANGED
 from kraft.metadata.metadata_errors import ControllerError, Errors
 from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import FeatureLevelRecord, MetadataRecord, NoOpRecord
 
-KRAFT_VERSION = "kraft.version"
 # What this software supports: name -> (min, max). The one place that says it.
 SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (7, 7),

@@ -56,6 +56,8 @@ METADATA_VERSION = "metadata.version"  # Kafka writes this feature first: reader
 # A feature only kraft writes: its log fences by events every replica expands (KIP-630)
 # rather than by the partition changes Kafka's controller writes. Readers replay by it.
 DERIVED_FENCING = "kraft.derived.fencing"
+# The Raft layer's feature (KIP-853): finalized by KRaftVersionRecord, not in the image.
+KRAFT_VERSION = "kraft.version"
 
 QuotaEntity = tuple[tuple[str, str | None], ...]  # (entity type, name) pairs, sorted by type
 

@@ -55,6 +55,7 @@ from kraft.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+from kraft.metadata.registration_features import registered_features
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -398,12 +399,15 @@ def register_broker(
     endpoints: Sequence[BrokerEndpoint] = (),
     features: Sequence[BrokerFeature] = (),
     rack: str | None = None,
+    kraft_version: int = 0,
 ) -> ControllerResult[int]:
     """A RegisterBrokerRecord for a fenced broker (it is unfenced once it has caught up).
 
     `broker_epoch` is chosen by the caller; Kafka uses the offset the record will be written
     at, which only grows. A broker already registered and unfenced under another incarnation
-    is refused: two processes must not claim one id.
+    is refused: two processes must not claim one id. A broker that does not support every
+    finalized level is refused (registration_features.py); `kraft_version` is the Raft
+    layer's, which the image does not hold (0: a static quorum's).
     """
     if not 0 <= broker_id <= _INT32_MAX:
         raise ControllerError(Errors.INVALID_REQUEST, f"Invalid broker id {broker_id}")
@@ -424,12 +428,13 @@ def register_broker(
                 Errors.STALE_BROKER_EPOCH,
                 f"Broker {broker_id} is registered at epoch {existing.epoch}; epoch {broker_epoch} is not newer.",
             )
+    supported = registered_features(image, features, kraft_version)
     record = RegisterBrokerRecord(
         broker_id=broker_id,
         incarnation_id=incarnation_id,
         broker_epoch=broker_epoch,
         end_points=tuple(endpoints),
-        features=tuple(features),
+        features=supported,
         rack=rack,
         fenced=True,
     )

@@ -33,6 +33,7 @@ from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import BrokerEndpoint, BrokerFeature
 from kraft.protocol import ErrorCode, KafkaServer
 from kraft.protocol.build import build_response
+from kraft.protocol.limits import Throttled
 from kraft.protocol.server import Handler
 from kraft.raft import RaftCore
 from kraft.raft.kraft_upgrade import UpgradeRefused
@@ -111,6 +112,9 @@ class AdminApi:
         self._heartbeats: dict[int, float] = {}  # broker id -> monotonic time of its last heartbeat
         self._active_epoch = -1
         self._expiry_task: asyncio.Task | None = None
+        # A refused registration is retried every 200 ms: its reason is said once, then summed up.
+        self._refused_registrations = Throttled(log, f"node {node.node_id}", "broker registrations refused",
+                                                window_s=30.0)
         # The writes Kafka forwards from brokers to the controller: api key -> (versions, local handler, and
         # the answer refusing every item of a request with one error).
         self.forwardable: dict[int, tuple[int, int, Handler, Callable[[Any, Any, ErrorCode, str], Any]]] = {
@@ -518,10 +522,13 @@ class AdminApi:
             epoch = await self._run(
                 lambda im: ctl.register_broker(im, request.broker_id, incarnation_id=incarnation,
                                                broker_epoch=controller.next_offset(), endpoints=endpoints,
-                                               features=supported, rack=request.rack),
+                                               features=supported, rack=request.rack,
+                                               kraft_version=self.node.kraft_version),
                 10_000,
             )
         except ControllerError as e:
+            # BrokerRegistrationResponse has no message field: the reason goes to the log.
+            self._refused_registrations.event("broker %d registration refused: %s", request.broker_id, e.message)
             return answer(_code(e))
         except NotControllerError:
             return answer(ErrorCode.not_controller)

@@ -114,6 +114,12 @@ class NodeContext(Protocol):
     @property
     def is_leader(self) -> bool: ...
 
+    @property
+    def kraft_version(self) -> int:
+        """kraft.version as the Raft layer has it: its latest KRaftVersionRecord's, appended
+        or committed (the level the controller checks a broker's registration against)."""
+        ...
+
     # ---------------------------------------------------------------- the log, committed
 
     @property

@@ -422,6 +422,10 @@ class KraftNode:
         return self._running.is_leader
 
     @property
+    def kraft_version(self) -> int:
+        return self._running.voters.kraft_version
+
+    @property
     def high_watermark(self) -> int | None:
         return self._running.high_watermark
 
@@ -452,7 +456,7 @@ class KraftNode:
     def api_versions_features(self, version: int) -> FeaturesAnswer:
         """What ApiVersions lists of features: this software's, and the finalized levels of the
         image this node has applied (kraft.version from its Raft layer)."""
-        levels = features.finalized(self.image, self._running.voters.kraft_version)
+        levels = features.finalized(self.image, self.kraft_version)
         return features_api.api_versions_features(version, features.SUPPORTED, levels, self.applied_offset)
 
     def after_step(self, listener: Callable[[], None]) -> None:

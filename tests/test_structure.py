@@ -9,11 +9,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "kraft"
 ROOMS = ("runtime", "apis", "settings")
+TOP_LEVEL = "kraft"  # a module directly in src/kraft/ (java_order.py): any layer may import it
 
 
 def _layer_of(module: str) -> str:
     """`kraft.server.apis.admin` -> `server.apis`; `kraft.raft.core` -> `raft`."""
     parts = module.split(".")[1:]
+    if len(parts) == 1 and (SRC / f"{parts[0]}.py").exists():
+        return TOP_LEVEL
     if len(parts) > 1 and parts[0] == "server" and parts[1] in ROOMS:
         return f"server.{parts[1]}"
     return parts[0] if parts else ""
@@ -61,7 +64,10 @@ def test_every_import_is_one_the_layer_table_allows():
         layer = _layer_of(_module_of(path))
         for imported in sorted(_imports(path)):
             target = _layer_of(imported)
-            if target not in (layer, "") and target not in table[layer]:
+            if layer == TOP_LEVEL:
+                wrong.append(f"{path.relative_to(ROOT)} imports {imported} (a top-level module imports nothing of "
+                             "kraft's)")
+            elif target not in (layer, "", TOP_LEVEL) and target not in table[layer]:
                 wrong.append(f"{path.relative_to(ROOT)} imports {imported} ({layer} may not import {target})")
     assert not wrong, "\n".join(wrong)
 

@@ -11,8 +11,11 @@ checkpoint.py), so a second partition in the same log dir keeps its own: `checkp
 its partition directory (kraft's `__consumer_offsets` partitions beside the metadata one).
 
 Opening recovers: every batch is walked with its CRC checked against offsets and the epoch
-checkpoint. By default the recovery point is durable before `flush()` returns, so it is
-exactly what was reported flushed. Damage at or above it is what a crash leaves (a torn or
+checkpoint. By default the recovery point is written at every flush, right after the data
+(`flush()` does both; a node reports its position between `flush_data()` and
+`write_recovery_point()`), so it is what was reported flushed, short of the last flush if
+the node stopped between the two: that flush's batches are then checked as a tail, and kept
+when whole. Damage at or above it is what a crash leaves (a torn or
 half-written tail): the log is cut there and the cut is logged. Damage below it, or a log
 that ends below it (a segment missing or cut short), is data that was fsynced and has
 since gone bad: opening fails and says where, rather than drop acknowledged records.
@@ -366,15 +369,29 @@ class FileLog(ReplicatedLog):
         active.append(data, headers)
 
     def flush(self) -> int:
+        """Makes every append so far durable, then raises the recovery point to match (see
+        the module); returns the offset below which the log is durable."""
+        flushed = self.flush_data()
+        self.write_recovery_point()
+        return flushed
+
+    def flush_data(self) -> int:
+        """`flush` without the recovery point, which `write_recovery_point` then raises: a
+        node reports the offset in between, sparing the answer that second device flush."""
         with self._flush_lock:
             target = self.end_offset
             for segment in list(self._segments):
                 segment.flush()
-            if target > self._flushed:
-                if self.clock() - self._recovery_point_written_ms >= self.recovery_point_interval_ms:
-                    self._write_recovery_point(target)  # durable before the offset is reported
-                self._flushed = target
+            self._flushed = max(self._flushed, target)
             return self._flushed
+
+    def write_recovery_point(self) -> None:
+        """Raises the recovery point to what is durable, unless it was written less than
+        `recovery_point_interval_ms` ago."""
+        with self._flush_lock:
+            due = self.clock() - self._recovery_point_written_ms >= self.recovery_point_interval_ms
+            if due and self._recovery_point < self._flushed:
+                self._write_recovery_point(self._flushed)
 
     # ---------------------------------------------------------------- truncation and retention
 

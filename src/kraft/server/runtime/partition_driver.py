@@ -100,7 +100,7 @@ class PartitionDriver:
         self.timed: Callable[[RaftCore, float], None] | None = None  # the step's duration, for metrics
         self._replies: dict[int, asyncio.Future] = {}
         self._next_handle = 0
-        self._flush_task: asyncio.Task | None = None
+        self._flush_tasks: set[asyncio.Task] = set()  # a flush, and the recovery point after it
         self._timer: asyncio.TimerHandle | None = None
 
     @property
@@ -238,16 +238,25 @@ class PartitionDriver:
     # ---------------------------------------------------------------- the disk
 
     def flush(self, done: Callable[[], None]) -> None:
-        self._flush_task = asyncio.create_task(self._flush(done))
+        task = asyncio.create_task(self._flush(done))
+        self._flush_tasks.add(task)
+        task.add_done_callback(self._flush_tasks.discard)
 
     async def _flush(self, done: Callable[[], None]) -> None:
-        """Group commit: one fsync, in a worker thread, for every append made before it began."""
+        """Group commit: one fsync, in a worker thread, for every append made before it began.
+        `done` is called as soon as the data is durable, while the thread goes on to raise the
+        recovery point (FileLog.flush_data): that second device flush is off the answer's path."""
+        loop = asyncio.get_running_loop()
+
+        def sync() -> None:
+            self.log.flush_data()
+            loop.call_soon_threadsafe(done)
+            self.log.write_recovery_point()
+
         try:
-            await asyncio.to_thread(self.log.flush)
+            await asyncio.to_thread(sync)
         except FATAL as e:
             self.host.fail(e)
-            return
-        done()
 
     def write_snapshot(self, job: SnapshotJob, done: Callable[[BaseException | None], None]) -> None:
         self.host.spawn(self._snapshot(job, done))
@@ -275,8 +284,7 @@ class PartitionDriver:
         (flushed unless the node failed)."""
         if self._timer is not None:
             self._timer.cancel()
-        if self._flush_task is not None:
-            await asyncio.gather(self._flush_task, return_exceptions=True)  # never close under a running fsync
+        await asyncio.gather(*self._flush_tasks, return_exceptions=True)  # never close under a running fsync
         for future in self._replies.values():
             future.cancel()
         self.log.close(flush=self.host.failure is None)

@@ -1,4 +1,5 @@
-"""Kafka's framing: every request and response is an int32 size followed by that many bytes."""
+"""Kafka's framing: every request and response is an int32 size followed by that many bytes; within
+them, flexible versions write lengths and counts as unsigned varints."""
 
 import struct
 
@@ -12,3 +13,21 @@ def frame(*parts: bytes | bytearray | memoryview) -> bytes:
     """Joins parts behind their total size prefix."""
     size = sum(len(p) for p in parts)
     return b"".join((SIZE.pack(size), *parts))
+
+
+def uvarint(n: int) -> bytes:
+    """An unsigned varint, as Kafka's flexible versions write lengths and counts."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def compact_string(value: str | None) -> bytes:
+    """A compact (nullable) string: its UTF-8 length + 1 as an unsigned varint, 0 for null."""
+    if value is None:
+        return b"\x00"
+    data = value.encode()
+    return uvarint(len(data) + 1) + data

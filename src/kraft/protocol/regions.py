@@ -15,6 +15,7 @@ import struct
 from typing import Any, Protocol, cast, runtime_checkable
 
 from kraft.protocol.codec import encode
+from kraft.protocol.framing import uvarint
 
 _TOKEN_LENGTH = 16
 _INT32 = struct.Struct(">i")
@@ -50,16 +51,6 @@ class Pieces:
 
 def _length(segment: Segment) -> int:
     return len(segment) if isinstance(segment, bytes) else segment.length
-
-
-def uvarint(n: int) -> bytes:
-    """An unsigned varint, as Kafka's flexible versions write lengths and counts."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 _REGION_TYPES: dict[type, bool] = {}

@@ -26,7 +26,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any, cast
 
-from kraft.protocol.regions import Encoded, Region, Segment, is_region, uvarint
+from kraft.protocol.framing import compact_string, uvarint
+from kraft.protocol.regions import Encoded, Region, Segment, is_region
 from kraft.raft import messages as m
 
 FIRST_VERSION, LAST_VERSION = 13, 18
@@ -38,13 +39,6 @@ _LEADER = struct.Struct(">iib")  # leader id, leader epoch, no tagged fields
 _SNAPSHOT = struct.Struct(">qib")  # end offset, epoch, no tagged fields
 _ABORTED = struct.Struct(">qqb")  # producer id, first offset, no tagged fields
 _I32 = struct.Struct(">i")
-
-
-def _string(value: str | None) -> bytes:
-    if value is None:
-        return b"\x00"
-    data = value.encode()
-    return uvarint(len(data) + 1) + data
 
 
 def encode(answer: m.FetchResponse, version: int, endpoints: Sequence[tuple[int, str, int]] = ()) -> Encoded:
@@ -88,7 +82,7 @@ def encode(answer: m.FetchResponse, version: int, endpoints: Sequence[tuple[int,
     if version >= ENDPOINTS_FROM and endpoints:
         nodes = bytearray(uvarint(len(endpoints) + 1))
         for node_id, host, port in endpoints:
-            nodes += _I32.pack(node_id) + _string(host) + _I32.pack(port) + b"\x00\x00"  # rack null, no tags
+            nodes += _I32.pack(node_id) + compact_string(host) + _I32.pack(port) + b"\x00\x00"  # rack null, no tags
         out += b"\x01\x00" + uvarint(len(nodes)) + nodes  # one tagged field, tag 0
     else:
         out += b"\x00"

@@ -93,13 +93,17 @@ async def serve_across(request: m.FetchRequest,
                 alone = replace(alone, max_wait=_NO_WAIT)
             started = started_for[i] = _Started(driver, *driver.begin_request(alone))
             answered = answered or started.answer.done()
-    waiting = [started.answer for started in started_for.values()]
-    if waiting:
-        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        for started in started_for.values():
-            if not started.answer.done():
-                started.driver.complete_fetch(started.handle)  # answered in this step, with what it has
-        await asyncio.gather(*waiting)
+    # Awaited only when needed: asyncio.wait and gather take turns of the loop even for answers
+    # already there, which they are when one partition had news (the rest were asked with no wait).
+    if started_for and not answered:
+        await asyncio.wait([started.answer for started in started_for.values()],
+                           return_when=asyncio.FIRST_COMPLETED)
+    for started in started_for.values():
+        if not started.answer.done():
+            started.driver.complete_fetch(started.handle)  # answered in this step, with what it has
+    unanswered = [started.answer for started in started_for.values() if not started.answer.done()]
+    if unanswered:  # only if the node stopped meanwhile: its replies fail
+        await asyncio.gather(*unanswered)
     entries: list[tuple[Any, Any]] = []
     for i, (topic, part, _) in enumerate(asked):
         done = started_for.get(i)

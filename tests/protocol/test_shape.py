@@ -21,7 +21,7 @@ from kraft.protocol import (
 from kraft.protocol.build import build_request
 from kraft.protocol.codec import decode, encode
 from kraft.protocol.shape import checked_end, shape
-from kraft.records.control import uvarint
+from kraft.varint import uvarint
 
 
 def request_frame(api_key: int, version: int, body: bytes, client_id: bytes | None = None) -> bytes:

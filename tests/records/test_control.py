@@ -18,7 +18,8 @@ from kraft.records import (
     decode_control_record,
     read_batches,
 )
-from kraft.records.control import encode_control_value, uvarint
+from kraft.records.control import encode_control_value
+from kraft.varint import uvarint
 
 LEADER_CHANGE = encode_control_value(LeaderChangeMessage(3, (1, 2, 3), (3, 1)))
 SNAPSHOT_HEADER = encode_control_value(SnapshotHeaderRecord(1_700_000_000_000))

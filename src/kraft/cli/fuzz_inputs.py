@@ -28,7 +28,7 @@ from kio.serial._introspect import (
 )
 
 from kraft.protocol.codec import encode_request, request_class
-from kraft.records.control import uvarint
+from kraft.varint import uvarint
 
 Hints = dict[str, list[Any]]
 

@@ -11,7 +11,7 @@ records.py. Unknown tagged fields are skipped on read, as Kafka's readers skip t
 
 import struct
 
-from kraft.records.control import uvarint
+from kraft.varint import uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

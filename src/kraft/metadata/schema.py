@@ -33,7 +33,7 @@ from operator import attrgetter
 from typing import Any, TypeVar, dataclass_transform
 
 import kraft.metadata._fields as _fields
-from kraft.records.control import uvarint as encode_uvarint
+from kraft.varint import uvarint as encode_uvarint
 
 ZERO_UUID = bytes(16)
 

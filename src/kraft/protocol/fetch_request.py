@@ -28,7 +28,8 @@ from typing import Any
 
 from kio.schema.fetch.v18 import request as fields_v18
 
-from kraft.protocol.framing import compact_string, uvarint
+from kraft.protocol.framing import compact_string
+from kraft.varint import uvarint
 
 FIRST_VERSION, LAST_VERSION = 13, 18
 REPLICA_STATE_FROM = 15  # ReplicaState (KIP-903) replaces ReplicaId

@@ -3,6 +3,8 @@ them, flexible versions write lengths and counts as unsigned varints."""
 
 import struct
 
+from kraft.varint import uvarint
+
 SIZE = struct.Struct(">i")
 
 # Kafka's socket.request.max.bytes default.
@@ -13,16 +15,6 @@ def frame(*parts: bytes | bytearray | memoryview) -> bytes:
     """Joins parts behind their total size prefix."""
     size = sum(len(p) for p in parts)
     return b"".join((SIZE.pack(size), *parts))
-
-
-def uvarint(n: int) -> bytes:
-    """An unsigned varint, as Kafka's flexible versions write lengths and counts."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def compact_string(value: str | None) -> bytes:

@@ -15,7 +15,7 @@ import struct
 from typing import Any, Protocol, cast, runtime_checkable
 
 from kraft.protocol.codec import encode
-from kraft.protocol.framing import uvarint
+from kraft.varint import uvarint
 
 _TOKEN_LENGTH = 16
 _INT32 = struct.Struct(">i")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from kraft.records.batch import NO_PARTITION_LEADER_EPOCH, Record, SimpleRecord, build_batch
 from kraft.records.record_errors import RecordError
+from kraft.varint import uvarint
 
 CONTROL_KEY = struct.Struct(">hh")
 CONTROL_KEY_VERSION = 0
@@ -125,16 +126,6 @@ ControlMessage = (
     | EndTxnMarker
     | UnparsedControl
 )
-
-
-def uvarint(n: int) -> bytes:
-    """Kafka's unsigned varint (the flexible versions' lengths and tag counts)."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 class _Reader:

@@ -26,9 +26,10 @@ import struct
 from collections.abc import Sequence
 from typing import Any, cast
 
-from kraft.protocol.framing import compact_string, uvarint
+from kraft.protocol.framing import compact_string
 from kraft.protocol.regions import Encoded, Region, Segment, is_region
 from kraft.raft import messages as m
+from kraft.varint import uvarint
 
 FIRST_VERSION, LAST_VERSION = 13, 18
 ENDPOINTS_FROM = 16  # NodeEndpoints is a field from v16 (KIP-951)

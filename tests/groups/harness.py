@@ -150,7 +150,7 @@ class Node:
     def offsets_partitions(self) -> int:
         return self.partitions
 
-    def run(self, partition, action):
+    async def run(self, partition, action):
         if partition not in self.led:
             return None
         return self.logs[partition].step(action, self.now)

@@ -28,7 +28,7 @@ def test_a_group_coordinator_breaking_its_state_rules_stops_the_node(node):
         ClassicGroup("g", now).transition(STABLE, now)  # Empty -> Stable: Kafka's ClassicGroup forbids it
 
     async def step() -> None:
-        node.node.run(0, illegal)
+        await node.node.run(0, illegal)
 
     node.call(step())
     stopped_on(node, GroupStateError)

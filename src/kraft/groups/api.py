@@ -98,10 +98,11 @@ class GroupContext(Protocol):
         """`offsets.topic.num.partitions`: how many partitions `__consumer_offsets` has."""
         ...
 
-    def run(self, partition: int, action: Callable[[GroupCoordinator, int], T]) -> T | None:
-        """`action(coordinator, now)` on this node's coordinator of `partition`, as one step
-        of that partition's Raft core (its records go out in that step); None if this node
-        holds no replica of the partition, or no longer steps. Exceptions reach the caller."""
+    async def run(self, partition: int, action: Callable[[GroupCoordinator, int], T]) -> T | None:
+        """`action(coordinator, now)` on this node's coordinator of `partition`, in a step of
+        that partition's Raft core (its records go out in that step; the requests of one turn
+        of the loop share it); None if this node holds no replica of the partition, or no
+        longer steps. Exceptions reach the caller."""
         ...
 
     def coordinator_endpoint(self, partition: int) -> tuple[int, str, int] | None:
@@ -179,7 +180,7 @@ class GroupApi:
         return partition_for(group_id, self.context.offsets_partitions)
 
     async def _ask(self, partition: int, action: Callable[[GroupCoordinator, int], Reply]) -> Any:
-        reply = self.context.run(partition, action)
+        reply = await self.context.run(partition, action)
         if reply is None:
             raise CoordinatorError(ErrorCode.not_coordinator,
                                    f"this node holds no replica of {OFFSETS_TOPIC}-{partition}")

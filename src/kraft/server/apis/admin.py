@@ -53,6 +53,12 @@ DEFAULT_TIMEOUT_MS = 30_000  # for a request without a timeout of its own (Kafka
 T = TypeVar("T")
 
 
+
+def _stepped(pending: Pending | None) -> Pending:
+    if pending is None:
+        raise NotControllerError(None, -1, ": the node has stopped")
+    return pending
+
 class Refusal(Exception):
     """An answer with an error code before anything was submitted."""
 
@@ -164,10 +170,12 @@ class AdminApi:
     def _submit(self, operation: Callable[[MetadataImage], ControllerResult]) -> Pending:
         """Runs the operation as one core step (so its records go out at once)."""
         controller = self.node.controller
-        pending = self.node.step(lambda core, now: controller.submit(operation, now))
-        if pending is None:
-            raise NotControllerError(None, -1, ": the node has stopped")
-        return pending
+        return _stepped(self.node.step(lambda core, now: controller.submit(operation, now)))
+
+    async def _submit_together(self, operation: Callable[[MetadataImage], ControllerResult]) -> Pending:
+        """`_submit` for a client's request: the requests of one turn of the loop share a step."""
+        controller = self.node.controller
+        return _stepped(await self.node.step_together(lambda core, now: controller.submit(operation, now)))
 
     async def _committed(self, pending: Pending, timeout_ms: float) -> Any:
         """The operation's response once committed; raises NotControllerError or TimeoutError."""
@@ -196,7 +204,7 @@ class AdminApi:
                    validate_only: bool = False) -> Any:
         if validate_only:
             return self._validate_only(operation)
-        return await self._committed(self._submit(operation), timeout_ms)
+        return await self._committed(await self._submit_together(operation), timeout_ms)
 
     async def _per_item(self, wanted: Sequence[T | Refusal],
                         operation: Callable[[MetadataImage, list[T]], ControllerResult[list[Any]]],

@@ -167,6 +167,11 @@ class NodeContext(Protocol):
         included). An error the action raises that does not stop the node is raised here."""
         ...
 
+    async def step_together(self, action: Callable[[RaftCore, int], T]) -> T | None:
+        """`step` for a client's request: the requests of one turn of the loop share one step
+        (PartitionDriver.step_together)."""
+        ...
+
     async def handle_raft_request(self, header: Any, request: Any) -> Any:
         """A Raft request into the core; its answer may come later (a parked Fetch)."""
         ...

@@ -469,11 +469,11 @@ class KraftNode:
     def offsets_partitions(self) -> int:
         return self.config.offsets_topic_num_partitions
 
-    def run(self, partition: int, action: Callable[[GroupCoordinator, int], T]) -> T | None:
+    async def run(self, partition: int, action: Callable[[GroupCoordinator, int], T]) -> T | None:
         driver, coordinator = self.offsets.get(partition), self.coordinators.get(partition)
         if driver is None or coordinator is None:
             return None
-        return driver.step(lambda core, now: action(coordinator, now))
+        return await driver.step_together(lambda core, now: action(coordinator, now))
 
     def coordinator_endpoint(self, partition: int) -> tuple[int, str, int] | None:
         """The partition leader's client listener, as the metadata image registers it (or
@@ -514,6 +514,9 @@ class KraftNode:
         """One event into the metadata core (PartitionDriver.step); None if the node no
         longer steps."""
         return self.metadata.step(action) if self.metadata is not None else None
+
+    async def step_together(self, action: Callable[[RaftCore, int], T]) -> T | None:
+        return await self.metadata.step_together(action) if self.metadata is not None else None
 
     def fail(self, error: BaseException) -> None:
         """Stops serving at once: nothing is stepped, sent or acknowledged after this."""

@@ -101,6 +101,7 @@ class PartitionDriver:
         self._replies: dict[int, asyncio.Future] = {}
         self._next_handle = 0
         self._flush_tasks: set[asyncio.Task] = set()  # a flush, and the recovery point after it
+        self._together: list[tuple[Callable[[RaftCore, int], Any], asyncio.Future]] = []  # step_together's
         self._timer: asyncio.TimerHandle | None = None
 
     @property
@@ -125,6 +126,40 @@ class PartitionDriver:
         the action's own answer to its caller (a refused controller or coordinator
         operation) and leaves the core as it was."""
         return self.loop.step(action)
+
+    def step_together(self, action: Callable[[RaftCore, int], T]) -> "asyncio.Future[T | None]":
+        """`step` for a client's request: the requests that arrive in one turn of the loop are
+        stepped together at its end, in order, as one step (one outbox poll, one deadline, one
+        after-step for all: at 64 clients a commit's share of that was a sixth of the leader's
+        CPU). Each gets its own result or exception; None if the node no longer steps. A
+        request whose handler was cancelled meanwhile (its client left) is not run."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T | None] = loop.create_future()
+        if not self._together:
+            loop.call_soon(self._step_together)
+        self._together.append((action, future))
+        return future
+
+    def _step_together(self) -> None:
+        queued, self._together = self._together, []
+
+        def each(core: RaftCore, now: int) -> None:
+            for action, future in queued:
+                if future.done():  # cancelled
+                    continue
+                try:
+                    result = action(core, now)
+                except FATAL:
+                    raise
+                except Exception as e:  # that request's own answer; the others go on, as separate steps would
+                    future.set_exception(e)
+                else:
+                    future.set_result(result)
+
+        self.step(each)
+        for _, future in queued:
+            if not future.done():  # the node stopped, before or during the step
+                future.set_result(None)
 
     @contextmanager
     def stepping(self) -> Iterator[None]:

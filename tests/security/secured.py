@@ -46,20 +46,26 @@ async def ask(port: int, request: Any, tls: ssl.SSLContext | None = None, login:
 
 def wait_for_leader(cluster: LocalCluster, tls: ssl.SSLContext | None = None, login: ClientLogin | None = None,
                     timeout: float = 60.0) -> int:
-    """The leader's id, once a node's client listener names one (asked over `tls`, with `login`)."""
+    """The leader's id, once every node that answers names it on its client listener (asked over
+    `tls`, with `login`). Every node, not one: the tests then ask particular nodes, and a node that
+    has not yet had the leader's BeginQuorumEpoch (late, under load) answers NOT_LEADER_OR_FOLLOWER."""
     found: list[int] = []
 
     def named() -> bool:
+        leaders = set()
         for node in cluster.nodes.values():
             try:
                 answer = asyncio.run(ask(node.client_port, m.describe_quorum_request(), tls, login, 5.0))
             except (OSError, ConnectionError, TimeoutError):
-                continue
+                continue  # a node stopped on purpose
             state = answer.topics[0].partitions[0]
-            if state.error_code == ErrorCode.none and state.leader_id >= 0:
-                found.append(state.leader_id)
-                return True
-        return False
+            if state.error_code != ErrorCode.none or state.leader_id < 0:
+                return False
+            leaders.add(state.leader_id)
+        if len(leaders) != 1:
+            return False
+        found.append(leaders.pop())
+        return True
 
     wait_for(named, timeout=timeout, what="a leader")
     return found[0]

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from common import best_of, print_table, write_results
+from common import best_of, goal, print_table, write_results
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v18 import request as req18
 from kio.schema.fetch.v18 import response as resp18
@@ -150,7 +150,9 @@ def main() -> int:
     print(f"\nratio = the other way's time / kraft's. One exchange: {kraft_total:.1f} us, all through kio "
           f"{kio_total:.1f} us.\nThe request written by hand saves {request_saved:.0f} us a Fetch, "
           f"{4 * request_saved:.0f} us a write over the three nodes (each follower sends two Fetches a write).")
-    print(f"results: {write_results('fetch_codec', rows, exchange_us=kraft_total, kio_exchange_us=kio_total)}")
+    goals = [goal(f"{r['step']} ({r['kraft']})", r["kraft_us"], "us", peer=r["against"], peer_value=r["against_us"])
+             for r in rows]
+    print(f"results: {write_results('fetch_codec', rows, goals, exchange_us=kraft_total, kio_exchange_us=kio_total)}")
     return 0
 
 

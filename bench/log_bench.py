@@ -24,14 +24,17 @@ import tempfile
 import time
 from itertools import product
 from pathlib import Path
+from typing import Any
 
-from common import print_table, write_results
+from common import all_met, goal, print_goals, print_table, write_results
 
 from kraft.records import SimpleRecord, build_batch
 from kraft.storage import FileLog
 
 GROUP = 10
-RECOVERY_POINTS = {"exact (kraft's default)": 0, "every 60 s (Kafka's default)": 60_000}
+KAFKA_RECOVERY_POINT = "every 60 s (Kafka's default)"
+RECOVERY_POINTS = {"exact (kraft's default)": 0, KAFKA_RECOVERY_POINT: 60_000}
+APPEND_GOAL = 0.8  # of the bare writes' records/s
 TOTAL_RECORDS = 1_000_000
 ROUNDS = 7
 
@@ -107,9 +110,20 @@ def _time(fn) -> float:
     return time.perf_counter() - start
 
 
+def append_goal(row: dict) -> dict:
+    """An append row beside its bare writes (see common.goal). The goal holds with the recovery
+    point written as Kafka does: the exact one, kraft's default, costs a second device flush per
+    flush on purpose."""
+    kafkas = row["recovery_point"] == KAFKA_RECOVERY_POINT
+    return goal(f"appends, {row['operation']}, recovery point {row['recovery_point']}", row["ours_records_s"],
+                "records/s", goal=f">= {APPEND_GOAL}x the peer" if kafkas else None,
+                met=row["ratio"] >= APPEND_GOAL if kafkas else None, peer=row["baseline"],
+                peer_value=row["baseline_records_s"], ratio=row["ratio"])
+
+
 def main() -> int:
     directory = Path(tempfile.mkdtemp(dir=Path(__file__).parent / "results", prefix="log-bench-"))
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
         for per_batch in (100, 1000):
             batch = build_batch([SimpleRecord(None, b"x" * 100)] * per_batch)
@@ -151,14 +165,14 @@ def main() -> int:
           f"read: best of {ROUNDS}\n")
     print_table(rows, ["operation", "recovery_point", "ours_records_s", "ours_MB_s", "baseline_records_s",
                        "baseline_MB_s", "ratio", "baseline"])
-    appends = rows[:-1]
-    print("\nratio = baseline time / our time, median over paired rounds (target for appends >= 0.80, with the "
+    print("\nratio = baseline time / our time, median over paired rounds (the goal is for appends with the "
           "recovery point written as Kafka does; the exact one costs a second device flush per flush)")
-    for r in appends:
-        print(f"  {r['operation']}, recovery point {r['recovery_point']}: {r['ratio']:.2f}")
-    print(f"results: {write_results('log', rows)}")
-    targeted = [r["ratio"] for r in appends if r["recovery_point"] == "every 60 s (Kafka's default)"]
-    return 0 if min(targeted) >= 0.8 else 1
+    goals = [append_goal(r) for r in rows[:-1]]
+    goals.append(goal(rows[-1]["operation"], rows[-1]["ours_MB_s"], "MB/s", peer=rows[-1]["baseline"],
+                      peer_value=rows[-1]["baseline_MB_s"]))
+    print_goals(goals)
+    print(f"results: {write_results('log', rows, goals)}")
+    return 0 if all_met(goals) else 1
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from common import RESULTS, print_table, write_results
+from common import RESULTS, all_met, goal, print_goals, print_table, write_results
 
 from kraft.metadata import (
     MetadataCache,
@@ -324,10 +324,10 @@ def main() -> int:
         {"measure": "replay, collector paused", "value": count / replay_paused_s, "unit": "records/s",
          "note": f"one full gc.collect() on the final image takes {pause_s:.2f} s"},
         {"measure": "snapshot write", "value": write_s, "unit": "s", "note": f"{path.stat().st_size / 1e6:.1f} MB"},
-        {"measure": "snapshot load", "value": loaded["load_s"], "unit": "s", "note": f"target < {LOAD_TARGET_S:.0f} s"},
+        {"measure": "snapshot load", "value": loaded["load_s"], "unit": "s",
+         "note": f"{loaded['load_cpu_s']:.1f} s of CPU"},
         {"measure": "load peak memory", "value": loaded["peak_memory_bytes"] / 2**20, "unit": "MiB",
-         "note": f"VmHWM of the loading process; {loaded['memory_before_bytes'] / 2**20:.0f} MiB before loading; "
-                 f"target < {MEMORY_TARGET_BYTES / 2**30:.0f} GiB"},
+         "note": f"VmHWM of the loading process; {loaded['memory_before_bytes'] / 2**20:.0f} MiB before loading"},
         {"measure": "snapshot load, Kafka mix", "value": mixed["load_s"], "unit": "s",
          "note": f"{mix_path.stat().st_size / 1e6:.1f} MB; {load_ratio:.2f}x the smaller mix's load"},
         {"measure": "load peak memory, Kafka mix", "value": mixed["peak_memory_bytes"] / 2**20, "unit": "MiB",
@@ -352,15 +352,20 @@ def main() -> int:
           f"(issue 15 quotes {ISSUE_FIGURES[0]} s, {ISSUE_FIGURES[1]} MiB); Kafka mix: {mixed['load_s']:.1f} s, "
           f"{mixed['peak_memory_bytes'] / 2**20:.0f} MiB; ratio Kafka mix / smaller mix: {load_ratio:.2f} (time), "
           f"{memory_ratio:.2f} (memory)")
-    ok = all(m["load_s"] < LOAD_TARGET_S and m["peak_memory_bytes"] < MEMORY_TARGET_BYTES for m in (loaded, mixed))
-    print(f"load {loaded['load_s']:.1f} s (target < {LOAD_TARGET_S:.0f} s), peak "
-          f"{loaded['peak_memory_bytes'] / 2**30:.2f} GiB (target < 2 GiB): {'met' if ok else 'MISSED'}")
-    results = write_results("metadata", rows, fence=fence, load=loaded, load_kafka_mix=mixed, load_ratio=load_ratio,
+    goals = []
+    for mix, m in (("", loaded), (", Kafka mix", mixed)):
+        goals += [goal(f"snapshot load{mix}", m["load_s"], "s", goal=f"< {LOAD_TARGET_S:.0f} s (issue 7)",
+                       met=m["load_s"] < LOAD_TARGET_S),
+                  goal(f"load peak memory{mix}", m["peak_memory_bytes"] / 2**20, "MiB",
+                       goal=f"< {MEMORY_TARGET_BYTES / 2**30:.0f} GiB (issue 7)",
+                       met=m["peak_memory_bytes"] < MEMORY_TARGET_BYTES)]
+    print_goals(goals)
+    results = write_results("metadata", rows, goals, fence=fence, load=loaded, load_kafka_mix=mixed, load_ratio=load_ratio,
                             memory_ratio=memory_ratio, snapshot_bytes=path.stat().st_size,
                             replay_s=replay_s, replay_paused_s=replay_paused_s, full_collection_s=pause_s,
                             records=count)
     print(f"results: {results}")
-    return 0 if ok else 1
+    return 0 if all_met(goals) else 1
 
 
 if __name__ == "__main__":

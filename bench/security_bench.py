@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from cluster_bench import HEADLINE_IN_FLIGHT, kraft_levels
-from common import RESULTS, print_table, write_results
+from common import RESULTS, all_met, goal, print_goals, print_table, write_results
 
 from kraft.security.local_ca import CertificateAuthority
 
@@ -71,11 +71,13 @@ def main() -> int:
     print()
     print_table(comparison, ["listener", "headline_ops_s", "headline_p99_ms", "headline_ratio", "saturation_ops_s",
                              "saturation_in_flight", "saturation_ratio"])
-    met = all(c["headline_ratio"] >= TARGET for c in comparison)
-    print(f"\ntarget: {'met   ' if met else 'MISSED'}  {HEADLINE_IN_FLIGHT} in flight: secured >= {TARGET}x PLAINTEXT")
-    path = write_results("security", rows, comparison=comparison, target=TARGET)
+    goals = [goal(f"{c['listener']}: ops/s, {HEADLINE_IN_FLIGHT} in flight", c["headline_ops_s"], "ops/s",
+                  goal=f">= {TARGET}x the peer", met=c["headline_ratio"] >= TARGET, peer="PLAINTEXT, same run",
+                  peer_value=base_head["ops_s"]) for c in comparison if c["listener"] != "PLAINTEXT"]
+    print_goals(goals)
+    path = write_results("security", rows, goals, comparison=comparison)
     print(f"results: {path}")
-    return 0 if met else 1
+    return 0 if all_met(goals) else 1
 
 
 if __name__ == "__main__":

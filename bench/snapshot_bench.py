@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from common import RESULTS, best_of, print_table, write_results
+from common import RESULTS, best_of, goal, print_table, write_results
 from crc32c import crc32c
 
 from kraft.storage import FileSnapshotStore, SnapshotId
@@ -127,7 +127,9 @@ def main() -> int:
     print("\nratio = baseline time / our time (no target in issue 4)")
     for r in rows:
         print(f"  {r['operation']}: {r['ratio']:.2f}")
-    print(f"results: {write_results('snapshot', rows, snapshot_bytes=size)}")
+    goals = [goal(r["operation"], r["ours_MB_s"], "MB/s", peer=r["baseline"], peer_value=r["baseline_MB_s"])
+             for r in rows]
+    print(f"results: {write_results('snapshot', rows, goals, snapshot_bytes=size)}")
     return 0
 
 

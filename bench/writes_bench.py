@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster_load import Window
-from common import cpu_seconds, print_table, write_results
+from common import all_met, cpu_seconds, goal, print_goals, print_table, write_results
 
 from kraft.cli.cluster_client import create_topic, find_coordinator, leader
 from kraft.cli.local_cluster import LocalCluster, free_port
@@ -62,6 +62,7 @@ ETCD_VALUE_BYTES = 64
 COMMIT = "OffsetCommit"
 CONFIG = "IncrementalAlterConfigs"
 PUT = "etcd Put"
+PEER = "etcd 3.4 Put, same harness"
 
 
 class Client:
@@ -364,7 +365,7 @@ def _line(row: dict) -> str:
 
 
 def verdicts(rows: list[dict]) -> list[dict]:
-    """Each goal: the figure, the goal, etcd's figure beside it, and whether it holds."""
+    """Each goal (see common.goal): kraft's figure, the goal, and etcd's figure beside it."""
     by = {(r["write"], r["clients"]): r for r in rows if "error" not in r}
     out = []
     one, top = min(r["clients"] for r in rows), max(r["clients"] for r in rows)
@@ -372,15 +373,13 @@ def verdicts(rows: list[dict]) -> list[dict]:
     for kind in (COMMIT, CONFIG):
         row = by.get((kind, one))
         if row is not None and one == 1:
-            out.append({"goal": f"{kind} p50 at 1 client <= {GOAL_P50_MS} ms", "kraft": row["p50_ms"],
-                        "etcd": put_one["p50_ms"] if put_one else None,
-                        "ratio_to_etcd": put_one["p50_ms"] / row["p50_ms"] if put_one else None,
-                        "met": row["p50_ms"] <= GOAL_P50_MS})
+            out.append(goal(f"{kind} p50, 1 client", row["p50_ms"], "ms", goal=f"<= {GOAL_P50_MS} ms",
+                            met=row["p50_ms"] <= GOAL_P50_MS, peer=PEER if put_one else None,
+                            peer_value=put_one["p50_ms"] if put_one else None))
         row = by.get((kind, top))
         if row is not None and put_top is not None:
-            out.append({"goal": f"{kind}/s at {top} clients >= etcd's puts/s", "kraft": row["ops_s"],
-                        "etcd": put_top["ops_s"], "ratio_to_etcd": row["ops_s"] / put_top["ops_s"],
-                        "met": row["ops_s"] >= put_top["ops_s"]})
+            out.append(goal(f"{kind}/s, {top} clients", row["ops_s"], "ops/s", goal=">= etcd's puts/s",
+                            met=row["ops_s"] >= put_top["ops_s"], peer=PEER, peer_value=put_top["ops_s"]))
     return out
 
 
@@ -409,12 +408,10 @@ def main() -> int:
     print()
     print_table(rows, ["system", "write", "clients", "ops_s", "p50_ms", "p99_ms", "cpu_ms_per_write", "cpu_cores"])
     goals = verdicts(rows)
-    if goals:
-        print()
-        print_table(goals, ["goal", "kraft", "etcd", "ratio_to_etcd", "met"])
+    print_goals(goals)
     path = write_results("writes_bench", rows, goals=goals, linger_ms=args.linger)
     print(f"\nresults: {path}")
-    failed = any("error" in r for r in rows) or not all(g["met"] for g in goals)
+    failed = any("error" in r for r in rows) or not all_met(goals)
     return 1 if failed else 0
 
 

@@ -10,6 +10,7 @@ import pytest
 from kraft.groups import CoordinatorError, GroupCoordinator
 from kraft.protocol import ErrorCode
 from kraft.raft import messages as m
+from kraft.raft.commits import CommitDelivery
 from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from tests.groups.harness import CONFIG, Client, done, stable_group
 from tests.raft.conftest import Node, elect
@@ -84,3 +85,27 @@ def test_a_group_and_its_offsets_through_the_raft_core_and_over_a_restart():
     for client in (c0, c1):
         client.log = on_core
         assert client.heartbeat(node.now) == ErrorCode.none  # the group was taken over, Stable
+
+
+def test_the_leader_adopts_the_images_it_built_which_a_replay_of_its_log_makes_too():
+    """At commit the leader takes the image it built when it appended (as Kafka's coordinators
+    do not replay their own records), several appends to one batch included; a replica that
+    replays the log from the start has the same groups and offsets."""
+    node, coordinator = coordinator_on_core()
+    elect(node)
+    commit_all(node)
+    on_core = OnCore(node, coordinator)
+    (c0, c1), now = stable_group(on_core, 2, now=node.now)
+    on_core.auto_commit = False
+    for i in range(3):  # appended before any commits: the core may put them in one batch
+        c0.commit(now, {("t", 0): (100 + i, 1), ("t", 1): (200 + i, 1)})
+    c1.commit(now, {("u", 0): (7, 2)})
+    built = coordinator.working
+    assert built.offset == node.core.next_offset - 1
+    commit_all(node)
+    assert coordinator.image is built
+
+    replica = GroupCoordinator(0, CONFIG)
+    CommitDelivery(node.log, replica, 1 << 20).deliver(node.core.high_watermark)
+    assert replica.image == coordinator.image
+    assert coordinator.image.offsets_of("g")[("t", 1)].offset == 202

@@ -28,13 +28,14 @@ core's thread; treat GroupRecordError from a commit as fatal, as ReplayError.
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from random import Random
 from typing import Any, TypeVar
 
 from kraft.groups.group_config import GroupConfig
 from kraft.groups.group_messages import CommitRequest, DescribedGroup, JoinRequest, ListedGroup, SyncRequest
 from kraft.groups.offsets import Offsets, TopicPartitions
-from kraft.groups.offsets_records import GroupRecord, encode_record
+from kraft.groups.offsets_records import GroupRecord, Key, encode_record
 from kraft.groups.partition import RaftPartition
 from kraft.groups.partitioning import OFFSETS_TOPIC
 from kraft.groups.rebalance import Membership
@@ -48,6 +49,18 @@ from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import SnapshotReader
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class _Built:
+    """What one append of this leader makes of the image before it (the core may put several
+    appends in one batch): the last image of a batch is adopted when it commits."""
+
+    base_offset: int
+    last_offset: int
+    epoch: int
+    image: GroupsImage
+    changed: list[Key]
 
 
 class GroupCoordinator:
@@ -68,14 +81,21 @@ class GroupCoordinator:
         self._open: dict[Reply, None] = {}  # replies not yet sent, in order of creation
         self._given: list[tuple[Reply, Any, bool]] = []  # answers of the operation under way
         self._held: deque[tuple[int, Reply]] = deque()  # (deadline, reply) waiting for their commit
+        self._built: deque[_Built] = deque()  # the images this leader's uncommitted batches make
         self._last_commit_time = 0
         self.snapshots = Snapshotter(self.policy, self.name)
 
     # ---------------------------------------------------------------- the Raft listener
 
     def handle_commit(self, batch: CommittedBatch) -> None:
+        own: list[_Built] = []  # the appends the core put in this batch, if it is this leader's
+        while self._built and self._built[0].last_offset <= batch.last_offset:
+            own.append(self._built.popleft())
         if batch.control:
             self.cache.advance(base_offset=batch.base_offset, last_offset=batch.last_offset)
+        elif (own and own[0].base_offset == batch.base_offset and own[-1].last_offset == batch.last_offset
+              and all(b.epoch == batch.epoch for b in own)):  # log matching: same offsets, same epoch
+            self.cache.adopt(own[-1].image, [key for b in own for key in b.changed], base_offset=batch.base_offset)
         else:
             self.cache.apply_batch(batch.records, base_offset=batch.base_offset, last_offset=batch.last_offset)
         self._last_commit_time = batch.append_timestamp
@@ -109,6 +129,7 @@ class GroupCoordinator:
         self.membership.clear()
         self._loaded_epoch = None
         self._working = None
+        self._built.clear()
         self._last_appended = -1
         self._held.clear()
         self._given.clear()
@@ -168,11 +189,12 @@ class GroupCoordinator:
         assert core is not None, "written only by an operation, on an active coordinator"
         try:
             values = [encode_record(r) for r in records]
-            _, last = core.append(values, now)
+            epoch, last = core.append(values, now)
         except (GroupRecordError, RecordBatchTooLargeError) as e:
             raise CoordinatorError(ErrorCode.unknown_server_error,
                                    f"{self.name}: the records cannot be written: {e}") from e
-        self._working, _ = self.working.apply(records, last)
+        self._working, changed = self.working.apply(records, last)
+        self._built.append(_Built(last - len(values) + 1, last, epoch, self._working, changed))
         self._last_appended = last
 
     def new_reply(self) -> Reply:

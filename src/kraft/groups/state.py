@@ -163,6 +163,15 @@ class GroupsCache:
         self.changes.changed(changed, last_offset)
         self._next_offset = last_offset + 1
 
+    def adopt(self, image: GroupsImage, changed: list[Key], *, base_offset: int) -> None:
+        """Takes `image` as the one a batch's records make: the leader built it when it appended
+        them (`GroupsImage.apply` on what it had then, which is what it has now), so it need
+        not decode and replay its own records, as Kafka's coordinators do not at commit."""
+        self._check_next(base_offset, image.offset)
+        self.image = image
+        self.changes.changed(changed, image.offset)
+        self._next_offset = image.offset + 1
+
     def advance(self, *, base_offset: int, last_offset: int) -> None:
         """Moves past a batch holding no group records (a control batch: LeaderChange)."""
         self._check_next(base_offset, last_offset)

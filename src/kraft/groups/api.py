@@ -59,7 +59,7 @@ from kraft.groups.group_messages import (
 )
 from kraft.groups.partitioning import OFFSETS_TOPIC, partition_for
 from kraft.groups.replies import CoordinatorError, Reply
-from kraft.protocol import ErrorCode, KafkaServer
+from kraft.protocol import ErrorCode, KafkaServer, write_answers
 from kraft.protocol.build import build_response
 from kraft.protocol.session import current_session
 from kraft.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -336,12 +336,10 @@ class GroupApi:
             except CoordinatorError as e:
                 answer = (_write_error(e),) * len(known)
             errors.update(zip(known, answer))
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[tuple[int, int]]] = {}
         for i, p in enumerate(partitions):
-            topics.setdefault(p.topic, []).append(
-                {"partition_index": p.partition, "error_code": errors.get(i, ErrorCode.unknown_topic_or_partition)})
-        return build_response(OFFSET_COMMIT, version, {
-            "throttle_time": _ZERO, "topics": [{"name": name, "partitions": ps} for name, ps in topics.items()]})
+            topics.setdefault(p.topic, []).append((p.partition, errors.get(i, ErrorCode.unknown_topic_or_partition)))
+        return write_answers.offset_commit(version, list(topics.items()))
 
     async def _fetch_group(self, group_id: str, topics: Any, require_stable: bool) -> FetchAnswer:
         """One group's offsets as the caller may see them: the group refused without DESCRIBE

@@ -92,10 +92,13 @@ class Encoded:
     """A response its handler wrote as bytes itself (kraft.server.apis.raft_fetch_answer: the Raft Fetch
     answer, the one a leader writes to every follower and observer on every commit), its body
     as bytes and regions; the server puts the header before it. `flexible`: whether the
-    version's header has tagged fields (response header v1)."""
+    version's header has tagged fields (response header v1). `errors`: the error codes its
+    items carry, which the forwarder reads (an item refused with NOT_CONTROLLER is retried
+    on the new active controller)."""
 
     body: list[Segment]
     flexible: bool
+    errors: frozenset[int] = frozenset()
 
 
 # The responses whose `records` may be a region: Fetch (1) and FetchSnapshot (59). Any other is

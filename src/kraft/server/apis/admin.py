@@ -31,9 +31,10 @@ from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.image import ConfigResource, ConfigResourceType
 from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import BrokerEndpoint, BrokerFeature
-from kraft.protocol import ErrorCode, KafkaServer
+from kraft.protocol import ErrorCode, KafkaServer, write_answers
 from kraft.protocol.build import build_response
 from kraft.protocol.limits import Throttled
+from kraft.protocol.regions import Encoded
 from kraft.protocol.server import Handler
 from kraft.raft import RaftCore
 from kraft.raft.kraft_upgrade import UpgradeRefused
@@ -375,12 +376,12 @@ class AdminApi:
         return self._alter_configs_response(header, request, outcomes)
 
     @staticmethod
-    def _alter_configs_response(header: Any, request: Any, outcomes: Sequence[Any]) -> Any:
-        """AlterConfigs' and IncrementalAlterConfigs' answers have the same fields."""
-        entries = [{"resource_type": r.resource_type, "resource_name": r.resource_name, **_error_fields(outcome)}
-                   for r, outcome in zip(request.resources, outcomes, strict=True)]
-        return build_response(header.request_api_key, header.request_api_version,
-                              {"throttle_time": timedelta(0), "responses": entries})
+    def _alter_configs_response(header: Any, request: Any, outcomes: Sequence[Any]) -> Encoded:
+        """AlterConfigs' and IncrementalAlterConfigs' answers have the same fields (written as
+        bytes: one is every config write's answer)."""
+        entries = [(fields["error_code"], fields["error_message"], r.resource_type, r.resource_name)
+                   for r, fields in zip(request.resources, map(_error_fields, outcomes), strict=True)]
+        return write_answers.alter_configs(header.request_api_key, header.request_api_version, entries)
 
     def _alter_configs_answer(self, header: Any, request: Any, error: ErrorCode, message: str) -> Any:
         return self._alter_configs_response(header, request, [Refusal(error, message)] * len(request.resources))

@@ -46,8 +46,7 @@ import dataclasses
 import ipaddress
 import logging
 import time
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from kio.schema.default_principal_data.v0 import DefaultPrincipalData
 from prometheus_client import Counter
@@ -60,11 +59,11 @@ from kraft.protocol.codec import (
     decode_request,
     decode_response,
     encode,
-    encode_response,
     response_class,
 )
 from kraft.protocol.connection import KafkaConnection
 from kraft.protocol.protocol_errors import ProtocolError
+from kraft.protocol.regions import Encoded, encode_response_segments
 from kraft.protocol.session import SESSION, current_session
 from kraft.raft import messages as m
 from kraft.server.apis.admin import AdminApi, request_timeout_ms
@@ -78,24 +77,34 @@ CATCH_UP_POLL_S = 0.01
 _PRINCIPAL_VERSION = b"\x00\x00"  # DefaultPrincipalData's version, before its bytes
 
 
-def _error_codes(entity: Any) -> Iterator[int]:
-    """Every error_code in a response, at any depth."""
-    if dataclasses.is_dataclass(entity):
-        for field in dataclasses.fields(entity):
-            value = getattr(entity, field.name)
-            if field.name == "error_code":
-                yield value
-            else:
-                yield from _error_codes(value)
-    elif isinstance(entity, tuple):
-        for item in entity:
-            yield from _error_codes(item)
+_SHAPES: dict[type, tuple[bool, tuple[str, ...]]] = {}
+
+
+def _shape(kind: type) -> tuple[bool, tuple[str, ...]]:
+    """(whether an entity of this type has an error_code, its other fields): read once per
+    type, as dataclasses.fields is too slow for every answer the controller gives."""
+    known = _SHAPES.get(kind)
+    if known is None:
+        names = tuple(field.name for field in dataclasses.fields(kind)) if dataclasses.is_dataclass(kind) else ()
+        known = _SHAPES[kind] = ("error_code" in names, tuple(name for name in names if name != "error_code"))
+    return known
+
+
+def _refused_as_not_controller(entity: Any) -> bool:
+    if type(entity) is tuple:
+        return any(_refused_as_not_controller(item) for item in entity)
+    has_error_code, others = _shape(type(entity))
+    if has_error_code and entity.error_code == ErrorCode.not_controller:
+        return True
+    return any(_refused_as_not_controller(getattr(entity, name)) for name in others)
 
 
 def not_controller(response: Any) -> bool:
-    """Whether any item was refused with NOT_CONTROLLER (Kafka's RequestChannel turns such an
-    answer into an envelope-level NOT_CONTROLLER, so the forwarder retries elsewhere)."""
-    return any(code == ErrorCode.not_controller for code in _error_codes(response))
+    """Whether any item, at any depth, was refused with NOT_CONTROLLER (Kafka's RequestChannel
+    turns such an answer into an envelope-level NOT_CONTROLLER, so the forwarder retries elsewhere)."""
+    if isinstance(response, Encoded):
+        return ErrorCode.not_controller in response.errors
+    return _refused_as_not_controller(response)
 
 
 def principal_data(principal: str) -> bytes:
@@ -293,4 +302,5 @@ class Forwarding:
             SESSION.reset(token)
         if not_controller(response):
             return answer(ErrorCode.not_controller)
-        return answer(ErrorCode.none, encode_response(inner_header.correlation_id, response)[4:])
+        frame = encode_response_segments(inner_header.correlation_id, response)  # bytes alone: no region here
+        return answer(ErrorCode.none, b"".join(cast(list[bytes], frame))[4:])

@@ -51,7 +51,7 @@ from cluster_bench import describe, empty_disk, log_times, plot
 from cluster_load import Window
 from common import GOAL_COLUMNS, RESULTS, all_met, cpu_seconds, goal, print_goals, print_table, write_results
 
-from kraft.cli.cluster_client import create_topic, find_coordinator, leader
+from kraft.cli.cluster_client import create_topic, leader, settled_coordinators
 from kraft.cli.local_cluster import LocalCluster
 from kraft.groups import OFFSETS_TOPIC, partition_for
 from kraft.protocol import ErrorCode
@@ -215,8 +215,9 @@ def committers(cluster: LocalCluster, count: int, prefix: str, topic: str, parti
     """`count` consumers, consumer i in a group of its own on offsets partition i mod `spread`,
     each sending to its group's coordinator."""
     groups = [group_on(i % spread, f"{prefix}-{i}") for i in range(count)]
-    return [Writer(f"group {g}", find_coordinator(cluster, g).port, offset_commit(g, topic, partitions), commit_error)
-            for g in groups]
+    _, found = settled_coordinators(cluster, groups)
+    return [Writer(f"group {g}", f.port, offset_commit(g, topic, partitions), commit_error)
+            for g, f in zip(groups, found, strict=True)]
 
 
 def config_write(topics: list[str], writer: int) -> Callable[[int], Any]:

@@ -43,7 +43,7 @@ from typing import Any
 from cluster_load import Window
 from common import all_met, cpu_seconds, goal, print_goals, print_table, write_results
 
-from kraft.cli.cluster_client import create_topic, find_coordinator, leader
+from kraft.cli.cluster_client import create_topic, settled_coordinators
 from kraft.cli.local_cluster import LocalCluster, free_port
 from kraft.groups import partition_for
 from kraft.protocol import ErrorCode
@@ -199,12 +199,13 @@ def kraft_rows(directory: Path, levels: tuple[int, ...], seconds: float, linger_
         groups = [next(g for k in range(10_000)
                        if partition_for(g := f"bench-{i}-{k}", offsets_partitions) == i % offsets_partitions)
                   for i in range(max(levels))]
-        ports = {g: find_coordinator(cluster, g).port for g in groups}
-        leader_id, _ = leader(cluster, timeout=60)
-        controller_port = cluster.nodes[leader_id].client_port
         # Which node leads which partition weighs about 1 ms of CPU a write (decision 0040): a node
         # leading the metadata log and the groups' offsets partition is asked for both in every Fetch.
-        coordinators = sorted({find_coordinator(cluster, g).node_id for g in groups})
+        # The metadata leader hands the offsets partitions over, unless it is alone.
+        leader_id, found = settled_coordinators(cluster, groups)
+        ports = {g: f.port for g, f in zip(groups, found, strict=True)}
+        controller_port = cluster.nodes[leader_id].client_port
+        coordinators = sorted({f.node_id for f in found})
         shared = leader_id in coordinators
         layout = (f"metadata leader node {leader_id}, offsets leaders {coordinators}"
                   f" ({'one node leads both' if shared else 'apart'})")

@@ -115,6 +115,20 @@ def find_coordinator(cluster: LocalCluster, group: str, timeout: float = 60.0, t
         time.sleep(0.1)
 
 
+def settled_coordinators(cluster: LocalCluster, groups: list[str], timeout: float = 60.0) -> tuple[int, list[Any]]:
+    """(the metadata leader, each group's FindCoordinator answer) once no group's coordinator is
+    the metadata leader: that node hands the offsets partitions it leads to the other voters
+    (server/runtime/leadership_balance.py), and a coordinator found before would soon refuse
+    with NOT_COORDINATOR. After `timeout`, as they are (a node alone leads everything)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        metadata_leader, _ = leader(cluster, timeout=timeout)
+        found = [find_coordinator(cluster, g, timeout) for g in groups]
+        if all(f.node_id != metadata_leader for f in found) or time.monotonic() > deadline:
+            return metadata_leader, found
+        time.sleep(0.1)
+
+
 def scrape(cluster: LocalCluster, node_id: int) -> dict[str, float]:
     """The node's Prometheus samples at one scrape, name (labels included) -> value."""
     url = f"http://127.0.0.1:{cluster.nodes[node_id].metrics_port}/metrics"

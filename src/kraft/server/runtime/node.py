@@ -43,7 +43,7 @@ from kraft.server.apis import features_api
 from kraft.server.apis.client_api import ClientApi
 from kraft.server.apis.raft_versions import PEER_RPCS, RaftVersions
 from kraft.server.node_metrics import NodeMetrics
-from kraft.server.runtime import fetch_batch, fetch_snapshot_batch, offsets_voters
+from kraft.server.runtime import fetch_batch, fetch_snapshot_batch, leadership_balance, offsets_voters
 from kraft.server.runtime.fetch_batch import FetchBatcher
 from kraft.server.runtime.fetch_snapshot_batch import FetchSnapshotBatcher
 from kraft.server.runtime.partition_driver import FATAL, PartitionDriver, logging_as
@@ -331,6 +331,9 @@ class KraftNode:
         self.client_api.start()
         for driver in self._drivers:
             driver.start()
+        if c.auto_leader_rebalance_enable:
+            self.spawn(leadership_balance.keep_apart(self.metadata, list(self.offsets.values()), self.now,
+                                                     c.controller_quorum_fetch_timeout_ms))
         if not c.voters:
             self.spawn(offsets_voters.OffsetsVoters(
                 self.node_id, self.cluster_id, self.metadata, self.offsets, c.controller_quorum_fetch_timeout_ms,

@@ -238,6 +238,9 @@ class ServerConfig(sec.SecurityKeys):
     # Consumer groups (kraft.groups): Kafka's names and defaults, but for the number of
     # __consumer_offsets partitions (Kafka: 50), each a Raft log of its own here.
     offsets_topic_num_partitions: int = _key("offsets.topic.num.partitions", _int(1, 1000), 3)
+    # The metadata partition's leader hands the offsets partitions it leads to other voters
+    # (kraft.server.runtime.leadership_balance), as Kafka spreads partition leadership
+    auto_leader_rebalance_enable: bool = _key("auto.leader.rebalance.enable", _bool, True)
     offsets_commit_timeout_ms: int = _key("offsets.commit.timeout.ms", _int(1), 5000)
     offset_metadata_max_bytes: int = _key("offset.metadata.max.bytes", _int(0), 4096)
     group_min_session_timeout_ms: int = _key("group.min.session.timeout.ms", _int(0), 6000)

@@ -9,9 +9,12 @@ import pytest
 from kraft.controller import NotControllerError, QuorumController
 from kraft.metadata import ControllerError, Errors, OperationTooLargeError
 from kraft.metadata import operations as ctl
+from kraft.metadata.configs import AlterConfigOp, OpType
+from kraft.metadata.image import ConfigResource, ConfigResourceType
 from kraft.metadata.operations import ControllerResult
 from kraft.metadata.records import UnfenceBrokerRecord
 from kraft.raft import messages as m
+from kraft.raft.commits import CommitDelivery
 from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from tests.raft.conftest import Node, leader_node
 
@@ -314,3 +317,28 @@ def test_a_failed_snapshot_is_retried_after_a_delay_not_on_every_step():
     node.advance(1)
     retry = snapshot_now(qc, node.now)
     assert retry is not None and node.snapshots.latest().end_offset == qc.cache.image.end_offset
+
+
+def test_the_active_controller_takes_the_images_it_built_which_a_replay_of_its_log_makes_too():
+    """At commit the active controller takes the working image it built when it appended (as
+    Kafka's controller does not replay its own records), several appends in one batch
+    included; a replica replaying the log from the start has the same image."""
+    node, qc = controller_node()
+    commit_all(node)
+    for broker in (1, 2, 3):
+        register(qc, node, broker)
+    commit_all(node)
+    for broker in (1, 2, 3):  # appended before any commits: the core may put them in one batch
+        epoch = qc.cache.image.brokers[broker].epoch
+        qc.submit(lambda im, b=broker, e=epoch: ControllerResult((UnfenceBrokerRecord(id=b, epoch=e),), None), node.now)
+    qc.submit(lambda im: ctl.create_topics(im, [ctl.NewTopic("t", 3, 3)], random.Random(1)), node.now)
+    topic = ConfigResource(ConfigResourceType.TOPIC, "t")
+    qc.submit(lambda im: ctl.alter_configs(im, topic, [AlterConfigOp("retention.ms", OpType.SET, "1000")]), node.now)
+    built = qc.working_image
+    commit_all(node)
+    assert qc.cache.image is built
+    assert qc.cache.image.configs_of(topic)["retention.ms"] == "1000"
+
+    replica = QuorumController()
+    CommitDelivery(node.log, replica, 1 << 20).deliver(node.core.high_watermark)
+    assert replica.cache.image == qc.cache.image

@@ -254,7 +254,7 @@ def test_the_controllers_prepared_fencing_is_the_image_kafkas_replay_of_its_reco
             continue
         offset = image.offset + len(result.records)
         replayed = apply_records(image, result.records, offset=offset, epoch=1)
-        applied = result.applied_to(image, offset=offset, epoch=1)
+        applied, _ = result.applied_to(image, offset=offset, epoch=1)
         assert applied == replayed, f"step {step}: {kind} {b}"
         assert index_of(applied) == recomputed_index(applied), f"step {step}: {kind} {b}"
         prepared += result.prepared is not None and len(result.records) > 1

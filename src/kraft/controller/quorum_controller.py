@@ -53,6 +53,7 @@ from kraft.metadata.operations import ControllerResult, check_record_count
 from kraft.metadata.records import FeatureLevelRecord, NoOpRecord
 from kraft.raft import CommittedBatch, LeaderAndEpoch, RaftCore
 from kraft.raft.messages import METADATA
+from kraft.statemachine.own_batches import OwnBatches
 from kraft.statemachine.snapshot_jobs import SnapshotJob, Snapshotter
 from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import SnapshotReader
@@ -92,6 +93,7 @@ class QuorumController:
         self.core: RaftCore | None = None  # attached once the core exists (it takes us as listener)
         self._pending: deque[Pending] = deque()
         self._working: MetadataImage | None = None  # committed image + appended, uncommitted records
+        self._built: OwnBatches[MetadataImage] = OwnBatches()  # taken at commit (statemachine/own_batches.py)
         self._epoch = -1
         self._last_commit_time = 0
         self.snapshots = Snapshotter(self.policy, str(METADATA))
@@ -100,8 +102,11 @@ class QuorumController:
     # ---------------------------------------------------------------- the Raft listener
 
     def handle_commit(self, batch: CommittedBatch) -> None:
+        built = self._built.committed(batch)
         if batch.control:
             self.cache.advance(base_offset=batch.base_offset, last_offset=batch.last_offset, epoch=batch.epoch)
+        elif built is not None and not self.cache.in_transaction:
+            self.cache.adopt(*built, base_offset=batch.base_offset)
         else:
             self.cache.apply_batch(batch.records, base_offset=batch.base_offset, last_offset=batch.last_offset,
                                    epoch=batch.epoch)
@@ -127,11 +132,13 @@ class QuorumController:
             self.cache.load_snapshot(reader.records(), end_offset=sid.end_offset, epoch=sid.epoch)
         self.policy.reset()
         self._working = None
+        self._built.clear()
 
     def _fail_pending(self, error: Exception) -> None:
         while self._pending:
             self._pending.popleft().fail(error)
         self._working = None
+        self._built.clear()
 
     # ---------------------------------------------------------------- the active controller
 
@@ -169,7 +176,7 @@ class QuorumController:
             )
         last = core.next_offset + len(records) - 1
         try:
-            working = result.applied_to(self.working_image, offset=last, epoch=core.epoch)
+            working, changed = result.applied_to(self.working_image, offset=last, epoch=core.epoch)
         except InvalidRecordError as e:  # the operation contradicts the image it validated against: a bug
             log.error("controller operation refused by its own working image: %s", e)
             raise ControllerError(Errors.UNKNOWN_SERVER_ERROR, f"The operation's records do not apply: {e}") from None
@@ -177,6 +184,7 @@ class QuorumController:
         self._last_append = now
         assert appended == last, f"the core put the records at {appended}, not {last}"
         self._working = working
+        self._built.appended(last - len(records) + 1, last, epoch, working, changed)
         pending = Pending(epoch, last, result.response)
         self._pending.append(pending)
         return pending

@@ -28,14 +28,13 @@ core's thread; treat GroupRecordError from a commit as fatal, as ReplayError.
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from random import Random
 from typing import Any, TypeVar
 
 from kraft.groups.group_config import GroupConfig
 from kraft.groups.group_messages import CommitRequest, DescribedGroup, JoinRequest, ListedGroup, SyncRequest
 from kraft.groups.offsets import Offsets, TopicPartitions
-from kraft.groups.offsets_records import GroupRecord, Key, encode_record
+from kraft.groups.offsets_records import GroupRecord, encode_record
 from kraft.groups.partition import RaftPartition
 from kraft.groups.partitioning import OFFSETS_TOPIC
 from kraft.groups.rebalance import Membership
@@ -44,23 +43,12 @@ from kraft.groups.state import GroupsCache, GroupsImage
 from kraft.groups.wire import GroupRecordError
 from kraft.protocol import ErrorCode
 from kraft.raft import CommittedBatch, LeaderAndEpoch, RecordBatchTooLargeError
+from kraft.statemachine.own_batches import OwnBatches
 from kraft.statemachine.snapshot_jobs import SnapshotJob, Snapshotter
 from kraft.statemachine.snapshot_policy import SnapshotPolicy
 from kraft.storage import SnapshotReader
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class _Built:
-    """What one append of this leader makes of the image before it (the core may put several
-    appends in one batch): the last image of a batch is adopted when it commits."""
-
-    base_offset: int
-    last_offset: int
-    epoch: int
-    image: GroupsImage
-    changed: list[Key]
 
 
 class GroupCoordinator:
@@ -81,21 +69,18 @@ class GroupCoordinator:
         self._open: dict[Reply, None] = {}  # replies not yet sent, in order of creation
         self._given: list[tuple[Reply, Any, bool]] = []  # answers of the operation under way
         self._held: deque[tuple[int, Reply]] = deque()  # (deadline, reply) waiting for their commit
-        self._built: deque[_Built] = deque()  # the images this leader's uncommitted batches make
+        self._built: OwnBatches[GroupsImage] = OwnBatches()  # taken at commit (statemachine/own_batches.py)
         self._last_commit_time = 0
         self.snapshots = Snapshotter(self.policy, self.name)
 
     # ---------------------------------------------------------------- the Raft listener
 
     def handle_commit(self, batch: CommittedBatch) -> None:
-        own: list[_Built] = []  # the appends the core put in this batch, if it is this leader's
-        while self._built and self._built[0].last_offset <= batch.last_offset:
-            own.append(self._built.popleft())
+        built = self._built.committed(batch)
         if batch.control:
             self.cache.advance(base_offset=batch.base_offset, last_offset=batch.last_offset)
-        elif (own and own[0].base_offset == batch.base_offset and own[-1].last_offset == batch.last_offset
-              and all(b.epoch == batch.epoch for b in own)):  # log matching: same offsets, same epoch
-            self.cache.adopt(own[-1].image, [key for b in own for key in b.changed], base_offset=batch.base_offset)
+        elif built is not None:
+            self.cache.adopt(*built, base_offset=batch.base_offset)
         else:
             self.cache.apply_batch(batch.records, base_offset=batch.base_offset, last_offset=batch.last_offset)
         self._last_commit_time = batch.append_timestamp
@@ -194,7 +179,7 @@ class GroupCoordinator:
             raise CoordinatorError(ErrorCode.unknown_server_error,
                                    f"{self.name}: the records cannot be written: {e}") from e
         self._working, changed = self.working.apply(records, last)
-        self._built.append(_Built(last - len(values) + 1, last, epoch, self._working, changed))
+        self._built.appended(last - len(values) + 1, last, epoch, self._working, changed)
         self._last_appended = last
 
     def new_reply(self) -> Reply:

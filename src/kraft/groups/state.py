@@ -13,7 +13,7 @@ what it appended, and a reader keeps the image it was given. `GroupsCache` feeds
 batches and snapshots in, in order, and counts what KIP-630's changed-records ratio needs.
 """
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -163,10 +163,9 @@ class GroupsCache:
         self.changes.changed(changed, last_offset)
         self._next_offset = last_offset + 1
 
-    def adopt(self, image: GroupsImage, changed: list[Key], *, base_offset: int) -> None:
-        """Takes `image` as the one a batch's records make: the leader built it when it appended
-        them (`GroupsImage.apply` on what it had then, which is what it has now), so it need
-        not decode and replay its own records, as Kafka's coordinators do not at commit."""
+    def adopt(self, image: GroupsImage, changed: Iterable[Hashable], *, base_offset: int) -> None:
+        """Takes `image` as the one a batch ending where it ends makes: the leader's own batch,
+        which it built its working image with (statemachine/own_batches.py)."""
         self._check_next(base_offset, image.offset)
         self.image = image
         self.changes.changed(changed, image.offset)

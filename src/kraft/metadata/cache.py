@@ -23,7 +23,7 @@ record and goes on; and a snapshot is replayed as a log is, so a transaction in 
 at its end. A replica's own cache has no `on_unapplied`: it stops.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 from kraft.metadata.collector import collector_paused
 from kraft.metadata.delta import MetadataDelta
@@ -179,6 +179,16 @@ class MetadataCache:
         if pending is not None:
             return image, tuple(pending), aligned, changed
         return delta.delta.apply(last_offset, epoch), None, True, changed | delta.delta.changed
+
+    def adopt(self, image: MetadataImage, changed: Iterable[Hashable], *, base_offset: int) -> None:
+        """Takes `image` as the one a batch ending where it ends makes: the active controller's
+        own batch, which it built its working image with (statemachine/own_batches.py). Its
+        batches hold no transaction, and none may be open."""
+        assert self._transaction is None, "a batch replayed inside a transaction is never adopted"
+        self._check_next(base_offset, image.offset)
+        self._image, self._aligned = image, True
+        self._next_offset = image.offset + 1
+        self.changes.changed(changed, image.offset)
 
     def advance(self, *, base_offset: int, last_offset: int, epoch: int) -> None:
         """Moves past a batch that holds no metadata (a control batch: LeaderChange), so the

@@ -77,12 +77,14 @@ class ControllerResult(Generic[T]):
     # already (a broker's fencing: see _with_partition_changes), so it is not replayed again.
     prepared: MetadataDelta | None = None
 
-    def applied_to(self, image: MetadataImage, *, offset: int, epoch: int) -> MetadataImage:
-        """The image after these records, as of `offset`: what the controller's working
-        image becomes once they are appended. InvalidRecordError if they do not apply."""
-        if self.prepared is not None and self.prepared.image is image:
-            return self.prepared.apply(offset, epoch)
-        return apply_records(image, self.records, offset=offset, epoch=epoch)
+    def applied_to(self, image: MetadataImage, *, offset: int, epoch: int) -> tuple[MetadataImage, set[tuple]]:
+        """The image after these records, as of `offset` (what the controller's working image
+        becomes once they are appended), and the keys they changed (KIP-630's count).
+        InvalidRecordError if they do not apply."""
+        prepared = self.prepared
+        delta = prepared if prepared is not None and prepared.image is image else MetadataDelta(image).replay_all(
+            self.records)
+        return delta.apply(offset, epoch), delta.changed
 
 
 @dataclass(frozen=True, slots=True)

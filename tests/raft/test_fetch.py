@@ -86,6 +86,24 @@ def test_a_parked_fetch_is_answered_at_once_only_when_the_fetchers_high_watermar
     assert "current" in answered, "the high watermark passed the one it carried: answered"
 
 
+def test_with_the_kip_1166_rule_off_a_parked_fetch_waits_for_records_whatever_its_high_watermark():
+    """The offsets partitions' cores: their followers' Fetches wait for records, as Kafka's
+    replica fetchers' do (DelayedFetch), not for the high watermark."""
+    leader = leader_node(answer_behind_high_watermark=False)
+    assert leader.request(fetch(offset=1, last_epoch=1, wait=500), handle="moved") is None
+    assert leader.core.high_watermark == 1
+    assert leader.request(fetch(offset=1, last_epoch=1, wait=500, replica=3, hw=0), handle="behind") is None, "parked"
+    leader.core.append(records(1), leader.now)
+    leader.advance(1)
+    answered = {o.handle: o.response for o in leader.outbox() if o.__class__.__name__ == "Reply"}
+    assert set(answered) == {"moved", "behind"}, "records: both answered"
+    leader.flush()
+    assert leader.request(fetch(offset=2, last_epoch=1, wait=500, replica=2, hw=1), handle="ack") is None
+    assert leader.core.high_watermark == 2, "moved by that Fetch"
+    assert leader.request(fetch(offset=2, last_epoch=1, wait=500, replica=3, hw=1), handle="behind again") is None
+    assert not [o for o in leader.outbox() if o.__class__.__name__ == "Reply"], "no answer for the high watermark alone"
+
+
 def test_a_follower_sends_its_high_watermark():
     leader = leader_node()
     leader.request(fetch(offset=1, last_epoch=1, replica=3))  # voter 3 holds the LeaderChange: committed

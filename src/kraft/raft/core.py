@@ -508,11 +508,7 @@ class RaftCore:
         max_bytes = min(p.partition_max_bytes, request.max_bytes, self.config.max_fetch_bytes)
         wait_ms = int(request.max_wait.total_seconds() * 1000)
         parked = ParkedFetch(handle, replica_id, p.fetch_offset, max_bytes, now + wait_ms, p.high_watermark)
-        # As Kafka 4.1 (KIP-1166): answered at once when there is data, or when the fetcher's
-        # high watermark is behind ours (a Fetch that moved it learns the new one so; one
-        # older than v18 sends none, and waits).
-        hw = self.high_watermark if self.high_watermark is not None else -1
-        if p.fetch_offset < self.log.end_offset or wait_ms <= 0 or p.high_watermark < hw:
+        if wait_ms <= 0 or self.has_news(p.fetch_offset, p.high_watermark):
             self._answer_fetch(parked)
         else:
             leader.parked.park(parked)
@@ -612,8 +608,19 @@ class RaftCore:
         self._reply(parked.handle, self._fetch_answer(records=data))
 
     def _answer_parked_fetches(self, leader: Leader, now: int) -> None:
-        for parked in leader.parked.take_due(now, self.high_watermark, self.log.end_offset):
+        woken_below = self.high_watermark if self.config.answer_behind_high_watermark else None
+        for parked in leader.parked.take_due(now, woken_below, self.log.end_offset):
             self._answer_fetch(parked)
+
+    def has_news(self, fetch_offset: int, fetcher_high_watermark: int) -> bool:
+        """Leader: whether a Fetch from this position is answered at once rather than parked:
+        there are records past it, or (KIP-1166, unless `answer_behind_high_watermark` is off)
+        the high watermark it carries is behind ours. A Fetch that moved the high watermark
+        itself learns the new one so; one older than v18 carries none, and waits."""
+        if fetch_offset < self.log.end_offset:
+            return True
+        hw = self.high_watermark
+        return self.config.answer_behind_high_watermark and hw is not None and fetcher_high_watermark < hw
 
     def _on_describe_quorum_request(self, handle: Any, request: m.DescribeQuorumRequest, now: int) -> None:
         leader = self.leader_state

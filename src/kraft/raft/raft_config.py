@@ -41,6 +41,11 @@ class RaftConfig:
     # controller.quorum.auto.join.enable (KIP-1186): a controller that is not a voter of its
     # dynamic quorum asks the leader to add it.
     auto_join: bool = False
+    # KIP-1166 (Kafka 4.1): a parked Fetch is answered as soon as the high watermark it carries
+    # (Fetch v18) is behind the leader's: KRaft's rule, for the metadata partition. The offsets
+    # partitions stand in for Kafka's ISR-replicated __consumer_offsets, whose followers' Fetches
+    # wait for records (DelayedFetch), so their cores have it off.
+    answer_behind_high_watermark: bool = True
     # The topic partition this core replicates: every RPC it sends or answers names it.
     # `__cluster_metadata-0` by default; a `__consumer_offsets` partition's core names its own.
     partition: LogPartition = METADATA

@@ -253,7 +253,8 @@ class KraftNode:
             offset_metadata_max_bytes=c.offset_metadata_max_bytes,
             commit_timeout_ms=c.offsets_commit_timeout_ms,
         )
-        base = replace(self.raft_config(), directory_id=None, endpoints=(), auto_join=False)
+        base = replace(self.raft_config(), directory_id=None, endpoints=(), auto_join=False,
+                       answer_behind_high_watermark=False)
         for p in range(c.offsets_topic_num_partitions):
             directory = c.metadata_dir / offsets_voters.partition_dir(p)
             where = m.LogPartition(OFFSETS_TOPIC, OFFSETS_TOPIC_ID, p)

@@ -247,10 +247,9 @@ class PartitionDriver:
         self.step(lambda core, now: core.complete_fetch(handle, now))
 
     def has_news(self, fetch_offset: int, high_watermark: int) -> bool:
-        """Whether a Fetch from this position would be answered at once: records past it, or
-        a high watermark past the fetcher's (fetch_batch.serve_across orders its work so)."""
-        hw = self.core.high_watermark
-        return fetch_offset < self.log.end_offset or (hw is not None and high_watermark < hw)
+        """Whether a Fetch from this position would be answered at once (RaftCore.has_news;
+        fetch_batch.serve_across orders its work so)."""
+        return self.core.has_news(fetch_offset, high_watermark)
 
     def fail_replies(self, error: BaseException) -> None:
         for future in self._replies.values():

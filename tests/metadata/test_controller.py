@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from kraft.metadata import ConfigResource, ConfigResourceType, ControllerError, Errors, uuid_str
+from kraft.metadata import ConfigResource, ConfigResourceType, ControllerError, Errors, apply_records, uuid_str
 from kraft.metadata import operations as ctl
 from kraft.metadata.configs import AlterConfigOp, OpType
 from kraft.metadata.placement import RESERVED_TOPIC_IDS, assign_replicas
@@ -126,6 +126,23 @@ def test_a_name_repeated_in_one_create_topics_is_refused_every_time_as_kafka_doe
     for refused in (a1, a2, a3):
         assert (refused.error, refused.message) == (Errors.INVALID_REQUEST, "Duplicate topic name.")
     assert [r.name for r in result.records if isinstance(r, TopicRecord)] == ["b"]
+
+
+def test_the_records_of_a_request_of_many_items_are_replayed_once(cluster):
+    """The result carries the one delta its items' records were replayed into, and the working
+    image made of it (ControllerResult.applied_to) is the one replaying its records makes."""
+    cluster.create("existing")
+    resources = [(topic_resource("existing"), [AlterConfigOp("retention.ms", OpType.SET, "1000")]),
+                 (topic_resource("missing"), [AlterConfigOp("retention.ms", OpType.SET, "1000")]),
+                 (topic_resource("existing"), [AlterConfigOp("cleanup.policy", OpType.SET, "compact")])]
+    image = cluster.image
+    result = ctl.alter_configs_each(image, resources)
+    assert result.prepared is not None and result.prepared.image is image
+    applied, _ = result.applied_to(image, offset=image.offset + len(result.records), epoch=image.epoch)
+    assert applied == apply_records(image, result.records, offset=image.offset + len(result.records), epoch=image.epoch)
+    created = ctl.create_topics(image, [ctl.NewTopic("x", 1, 1), ctl.NewTopic("y", 1, 1)], cluster.rng)
+    x, y = created.response
+    assert isinstance(x, ctl.CreatedTopic) and isinstance(y, ctl.CreatedTopic) and x.topic_id != y.topic_id
 
 
 def test_delete_topics(cluster):

@@ -31,7 +31,7 @@ from kraft.metadata.configs import (
     check_configs,
     incremental_alter,
 )
-from kraft.metadata.delta import MetadataDelta, apply_records, partition_changes
+from kraft.metadata.delta import MetadataDelta, partition_changes
 from kraft.metadata.image import (
     DERIVED_FENCING,
     BrokerRegistration,
@@ -252,17 +252,21 @@ def _each(
 ) -> ControllerResult[list[T | ControllerError]]:
     """Runs `op` per item, each against the image as the previous successes left it; an item
     whose name another item shares is refused, every one of them (INVALID_REQUEST with the
-    `duplicate` message). All the records form one operation, committed whole."""
+    `duplicate` message). All the records form one operation, committed whole. They are
+    replayed once, into the delta the result carries as `prepared`; an image is made of it
+    only for an item that follows."""
     names = [name_of(item) for item in items]
     repeated = {name for name, count in Counter(names).items() if count > 1}
     records: list[MetadataRecord] = []
     outcomes: list[T | ControllerError] = []
-    for item, name in zip(items, names, strict=True):
+    delta = MetadataDelta(image)
+    current = image  # as the successes so far leave it
+    for i, (item, name) in enumerate(zip(items, names, strict=True)):
         if name in repeated:
             outcomes.append(ControllerError(Errors.INVALID_REQUEST, duplicate))
             continue
         try:
-            result = op(image, item)
+            result = op(current, item)
         except OperationTooLargeError:
             raise
         except ControllerError as e:
@@ -271,8 +275,11 @@ def _each(
         records += result.records
         check_record_count(len(records))
         outcomes.append(result.response)
-        image = apply_records(image, result.records, offset=image.offset, epoch=image.epoch)
-    return ControllerResult(tuple(records), outcomes)
+        if result.records:
+            delta.replay_all(result.records)
+            if i + 1 < len(items):
+                current = delta.apply(image.offset, image.epoch)
+    return ControllerResult(tuple(records), outcomes, prepared=delta)
 
 
 def create_topics(

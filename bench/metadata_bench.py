@@ -52,7 +52,7 @@ from kraft.metadata import (
     snapshot_records,
 )
 from kraft.metadata import operations as ctl
-from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, image_to_records
+from kraft.metadata.image import DERIVED_FENCING, METADATA_VERSION, image_to_records, kafka_uuid_order
 from kraft.metadata.records import (
     AccessControlEntryRecord,
     ClientQuotaRecord,
@@ -160,7 +160,8 @@ def kafka_mix(image: MetadataImage) -> Iterator[MetadataRecord]:
         assert kind in (RegisterBrokerRecord, TopicRecord, PartitionRecord), f"the smaller mix has no {kind.__name__}"
         if kind is RegisterBrokerRecord:
             b = record.broker_id
-            record = replace(record, log_dirs=(dirs[2 * b], dirs[2 * b + 1]), in_controlled_shutdown=b % 50 == 7)
+            record = replace(record, log_dirs=kafka_uuid_order((dirs[2 * b], dirs[2 * b + 1])),
+                             in_controlled_shutdown=b % 50 == 7)
         elif kind is TopicRecord and not controllers_written:
             controllers_written = True
             for c in range(3):

@@ -46,7 +46,7 @@ def offset_commit(version: int, topics: Sequence[tuple[str, Sequence[tuple[int, 
             out += tags
         out += tags
     out += tags
-    return Encoded([bytes(out)], flexible, frozenset(error for _, partitions in topics for _, error in partitions))
+    return Encoded([bytes(out)], flexible)  # no errors for the forwarder: OffsetCommit goes to its coordinator
 
 
 def alter_configs(api_key: int, version: int, resources: Sequence[tuple[int, str | None, int, str]]) -> Encoded:

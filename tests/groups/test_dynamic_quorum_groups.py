@@ -232,7 +232,7 @@ def test_added_and_removed_controllers_join_and_leave_every_offsets_partition(tm
 
         # A running voter leaves too, the leader of partition 0: it takes itself out of each
         # partition it leads, and resigns there once that commits.
-        leaving = cluster.offsets_quorum(0).leader_id
+        leaving = wait_for(lambda: cluster.offsets_quorum(0), timeout=60, what="a leader of offsets partition 0").leader_id
         staying = 5 - leaving
         logs_before = {n: len((tmp_path / f"node-{n}.log").read_text()) for n in (2, 3)}
         remove(cluster, leaving, via=staying)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kraft.cli.cluster_client import request, run_async
+from kraft.cli.cluster_client import request, run_async, settled_coordinators
 from kraft.cli.local_cluster import LocalCluster
 from kraft.client import Consumer
 from kraft.client import TopicPartition as KraftTopicPartition
@@ -77,9 +77,8 @@ def describe_group(cluster: LocalCluster, group: str) -> str:
 def test_every_node_replicates_each_offsets_partition_as_a_raft_log(cluster):
     for p in range(3):
         # A leader, and its LeaderChange record committed by the followers' fetches.
-        wait_for(lambda p=p: (q := offsets_quorum(cluster, p)) is not None and q.high_watermark >= 1, timeout=60,
-                 what=f"a leader of {OFFSETS_TOPIC}-{p} with a high watermark")
-        quorum = offsets_quorum(cluster, p)
+        quorum = wait_for(lambda p=p: (q := offsets_quorum(cluster, p)) is not None and q.high_watermark >= 1 and q,
+                          timeout=60, what=f"a leader of {OFFSETS_TOPIC}-{p} with a high watermark")
         assert sorted(v.replica_id for v in quorum.current_voters) == [1, 2, 3]
         for node in cluster.nodes.values():
             directory = node.data_dir / f"{OFFSETS_TOPIC}-{p}"
@@ -166,6 +165,9 @@ def test_a_committed_offset_survives_the_loss_of_its_partitions_leader(tmp_path:
     cluster = LocalCluster(tmp_path / "cluster", voters=3, observers=0, overrides=GROUPS)
     cluster.start()
     try:
+        # The metadata leader hands the offsets partitions it leads to the other voters
+        # (leadership_balance.py); while one is handed over, none leads it for a moment.
+        settled_coordinators(cluster, [group])
         tp = TopicPartition(TOPIC, 0)
         consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers(), group_id=group,
                                  enable_auto_commit=False, fetch_max_wait_ms=200)
@@ -175,7 +177,8 @@ def test_a_committed_offset_survives_the_loss_of_its_partitions_leader(tmp_path:
         finally:
             consumer.close()
         partition = partition_for(group, 3)
-        old_leader = offsets_quorum(cluster, partition).leader_id
+        old_leader = wait_for(lambda: offsets_quorum(cluster, partition), timeout=60,
+                              what=f"a leader of {OFFSETS_TOPIC}-{partition}").leader_id
         cluster.kill(old_leader)
         wait_for(lambda: (q := offsets_quorum(cluster, partition)) is not None and q.leader_id != old_leader,
                  timeout=60, what=f"a new leader of {OFFSETS_TOPIC}-{partition}")

@@ -4,10 +4,10 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kraft.cli.cluster_client import create_topic_at_leader, describe_quorum, request, run_async
 from kraft.cli.local_cluster import LocalCluster
@@ -16,6 +16,8 @@ from kraft.groups import OFFSETS_TOPIC
 from kraft.protocol import ErrorCode
 from kraft.raft import messages as m
 from kraft.server.runtime.node import OFFSETS_TOPIC_ID
+
+T = TypeVar("T")
 
 # No NoOps while idle (Kafka writes one every metadata.max.idle.interval.ms): for tests that
 # need a log at rest, to compare figures between two reads or to see it empty after a snapshot.
@@ -82,13 +84,14 @@ def trimmed_cluster(directory: Path, **overrides: str) -> Iterator[tuple[LocalCl
         cluster.stop()
 
 
-def wait_for(predicate, timeout: float = 60.0, what: str = "condition") -> None:
-    """Polls `predicate` until it holds; the default deadline is wide because a machine at a
+def wait_for(predicate: Callable[[], T], timeout: float = 60.0, what: str = "condition") -> T:
+    """Polls `predicate` until it holds, and returns what it returned then (a state read
+    again afterwards may have moved on); the default deadline is wide because a machine at a
     load of 10 or more makes a node take tens of seconds over what takes one when idle."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return
+        if value := predicate():
+            return value
         time.sleep(0.1)
     raise TimeoutError(f"timed out waiting for {what}")
 

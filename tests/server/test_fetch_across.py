@@ -12,6 +12,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 
 from kraft.cli.cluster_client import request, run_async, scrape, settled_coordinators
 from kraft.cli.local_cluster import LocalCluster
@@ -85,6 +86,55 @@ def test_the_leader_parks_a_fetch_of_several_partitions_until_one_has_news(node)
                                  (OFFSETS_TOPIC_ID, 1, ErrorCode.none, True)]
 
 
+def observer_fetched_at(port: int, where: m.LogPartition) -> int:
+    """When the leader of `where` last had the observer's Fetch stepped into its core (DescribeQuorum)."""
+    p = run_async(request(port, m.describe_quorum_request(where), 30)).topics[0].partitions[0]
+    return next(o.last_fetch_timestamp for o in p.observers if o.replica_id == OBSERVER_ID)
+
+
+def test_a_partition_fetched_again_from_where_it_had_nothing_stays_out_of_its_core_until_news(node):
+    drivers = [node.node.offsets[p] for p in range(2)]
+    wait_for(lambda: all(d.core.is_leader and d.core.high_watermark == d.core.log.end_offset for d in drivers),
+             timeout=60, what="the offsets partitions led and committed")
+
+    def at_end() -> list[tuple[m.LogPartition, int, int]]:
+        return [(d.partition, d.core.log.end_offset, d.core.epoch) for d in drivers]
+
+    def fetch_until(news_on: int, ask: m.FetchRequest) -> m.FetchResponse:
+        """The Fetch, parked (MaxWait 600 s) until a commit on offsets-<news_on>."""
+        async def run() -> m.FetchResponse:
+            connection = await KafkaConnection.connect("127.0.0.1", node.controller_port)
+            try:
+                answer = asyncio.ensure_future(connection.request(ask, 120))
+                await asyncio.sleep(0.3)
+                assert not answer.done(), "nothing new anywhere: parked"
+                await asyncio.to_thread(commit, node.client_port, next(groups_of(news_on)), "news")
+                return await answer
+            finally:
+                connection.close()
+        return run_async(run())
+
+    # Offsets-0 is stepped and answered with nothing, as offsets-1 has news.
+    quiet = at_end()
+    response = fetch_until(1, fetch_of(quiet, node.node.cluster_id, 600_000))
+    assert entries(response) == [(OFFSETS_TOPIC_ID, 0, ErrorCode.none, False), (OFFSETS_TOPIC_ID, 1, ErrorCode.none, True)]
+    stepped_at = observer_fetched_at(node.controller_port, OFFSETS[0])
+    # Asked again from there (within a quarter of its MaxWait): answered the same, but its core
+    # never saw it (its observer's last fetch unchanged).
+    again = fetch_of(quiet[:1] + at_end()[1:], node.node.cluster_id, 600_000)
+    response = fetch_until(1, again)
+    assert entries(response) == [(OFFSETS_TOPIC_ID, 0, ErrorCode.none, False), (OFFSETS_TOPIC_ID, 1, ErrorCode.none, True)]
+    part = response.responses[0].partitions[0]
+    core = drivers[0].core
+    assert (part.high_watermark, part.log_start_offset, part.current_leader.leader_id, part.current_leader.leader_epoch) == (
+        core.high_watermark, core.log.start_offset, 1, core.epoch)
+    assert observer_fetched_at(node.controller_port, OFFSETS[0]) == stepped_at
+    # News for it while the request is parked on the other: it goes to its core and its records come.
+    response = fetch_until(0, fetch_of(quiet[:1] + at_end()[1:], node.node.cluster_id, 600_000))
+    assert entries(response) == [(OFFSETS_TOPIC_ID, 0, ErrorCode.none, True), (OFFSETS_TOPIC_ID, 1, ErrorCode.none, False)]
+    assert observer_fetched_at(node.controller_port, OFFSETS[0]) > stepped_at
+
+
 def test_a_fetch_of_several_partitions_from_another_cluster_is_refused_whole(node):
     ask = fetch_of([(m.METADATA, 0, 1), (OFFSETS[0], 0, 1)], "another-cluster", 0)
     response = run_async(request(node.controller_port, ask, 30))
@@ -95,20 +145,40 @@ class StandInPartition:
     """A partition's driver as serve_across sees it, like a core: a Fetch is answered at once
     when there is news or no wait, else parked until completed; records what it was asked."""
 
-    def __init__(self, where: m.LogPartition, news: bool) -> None:
-        self.where, self.news = where, news
+    def __init__(self, where: m.LogPartition, news: bool, quiet: bool = False) -> None:
+        self.where, self.has_records, self.quiet = where, news, quiet
         self.asked: list[str] = []
         self.parked: asyncio.Future | None = None
+        self.next_news: asyncio.Future | None = None
+        self.quietly: list[int] = []  # the replicas whose Fetch it was told came back with nothing new
 
     def has_news(self, fetch_offset: int, high_watermark: int) -> bool:
-        return self.news
+        return self.has_records
+
+    def now(self) -> int:
+        return 0
+
+    def fetched_quietly(self, replica_id: int, part: object, at: int) -> None:
+        self.quietly.append(replica_id)
+
+    def still_quiet(self, replica_id: int, part: object, wait_ms: int) -> bool:
+        return self.quiet
+
+    def answer_at_end(self) -> object:
+        self.asked.append("answered at the end, not stepped")
+        return self.response(records=False).responses[0].partitions[0]
+
+    def news(self) -> asyncio.Future:
+        if self.next_news is None:
+            self.next_news = asyncio.get_running_loop().create_future()
+        return self.next_news
 
     def begin_request(self, request: m.FetchRequest) -> tuple[int, asyncio.Future]:
         wait = request.max_wait.total_seconds()
         self.asked.append(f"fetch, waiting {wait:g} s")
         answer = asyncio.get_running_loop().create_future()
-        if self.news or wait == 0:
-            answer.set_result(self.response(records=self.news))
+        if self.has_records or wait == 0:
+            answer.set_result(self.response(records=self.has_records))
         else:
             self.parked = answer
         return 1, answer
@@ -155,6 +225,33 @@ def test_with_no_news_anywhere_every_partition_parks_and_the_first_to_answer_com
     response = run_async(news_on_the_metadata_log())
     assert parts[0].asked == ["fetch, waiting 0.5 s", "completed"]
     assert entries(response) == [(OFFSETS_TOPIC_ID, 0, ErrorCode.none, False), (m.METADATA_TOPIC_ID, 0, ErrorCode.none, True)]
+
+
+def test_a_quiet_partition_is_answered_without_its_core_and_one_partition_always_parks_the_request():
+    busy, quiet = StandInPartition(OFFSETS[0], news=True), StandInPartition(OFFSETS[1], news=False, quiet=True)
+    by_key = {(p.where.topic_id, p.where.index): p for p in (busy, quiet)}
+    ask = fetch_of([(OFFSETS[1], 5, 1), (OFFSETS[0], 5, 1)], "c", 500)
+    response = run_async(serve_across(ask, lambda topic, index: by_key.get((topic, index))))
+    assert busy.asked == ["fetch, waiting 0.5 s"] and quiet.asked == ["answered at the end, not stepped"]
+    assert entries(response) == [(OFFSETS_TOPIC_ID, 1, ErrorCode.none, False), (OFFSETS_TOPIC_ID, 0, ErrorCode.none, True)]
+    assert busy.quietly == [], "records: not a quiet answer"
+
+    # Every partition quiet: the first still goes to its core, to park the request; the other is
+    # woken by its news, and then its core answers it at once.
+    first, second = (StandInPartition(w, news=False, quiet=True) for w in OFFSETS[:2])
+    by_key = {(p.where.topic_id, p.where.index): p for p in (first, second)}
+
+    async def news_on_the_second() -> m.FetchResponse:
+        answer = asyncio.ensure_future(serve_across(fetch_of([(OFFSETS[0], 5, 1), (OFFSETS[1], 5, 1)], "c", 500),
+                                                    lambda topic, index: by_key.get((topic, index))))
+        await asyncio.sleep(0)
+        assert first.asked == ["fetch, waiting 0.5 s"] and second.asked == [] and not answer.done()
+        second.news().set_result(None)
+        return await answer
+
+    response = run_async(news_on_the_second())
+    assert first.asked == ["fetch, waiting 0.5 s", "completed"] and second.asked == ["fetch, waiting 0 s"]
+    assert first.quietly == [OBSERVER_ID], "answered with nothing new: it may stay out of its core next time"
 
 
 # ---------------------------------------------------------------- the follower's batching
@@ -257,6 +354,47 @@ def test_a_follower_asks_for_every_partition_it_follows_on_a_leader_in_one_fetch
         assert [len(cores.answers[w]) for w in PARTS] == [2, 2, 2, 1]
         await asyncio.sleep(0)
         assert peers.named(4) == [(3, 0), (1, 0), (0, 1), (2, 1)]
+
+    asyncio.run(run())
+
+
+def asked_at(where: m.LogPartition, offset: int, high_watermark: int, wait_ms: int = 500) -> m.FetchRequest:
+    return m.fetch_request("c", 4, 3, offset, 3, 0, wait_ms, 1000, where, high_watermark=high_watermark)
+
+
+def test_a_partition_answered_with_nothing_new_rides_in_the_next_request_without_its_core_hearing():
+    async def run() -> None:
+        peers = RecordingPeers()
+        batcher = FetchBatcher(peers)  # type: ignore[arg-type]
+        heard: list[int] = []
+        for where in PARTS[:2]:  # both know the leader's high watermark (5)
+            batcher.send(1, asked_at(where, 0, 5), lambda r, w=where: heard.append(w.index), lambda: None)
+        await asyncio.sleep(0.005)
+        peers.sent[0][2](answer([(PARTS[0], 1), (PARTS[1], 0)]))
+        assert heard == [0], "partition 1's part repeats what it asked from: its core does not step for it"
+        batcher.send(1, asked_at(PARTS[0], 1, 5), lambda r: heard.append(0), lambda: None)  # after its fsync
+        await asyncio.sleep(0)
+        assert peers.named(1) == [(1, 0), (0, 1)], "partition 1's Fetch goes again as it was"
+        assert peers.sent[1][1].max_wait <= timedelta(milliseconds=495), "waiting what is left of its MaxWait"
+
+        # Nothing new anywhere (the leader's wait ran out): every core hears.
+        peers.sent[1][2](answer([(PARTS[0], 0), (PARTS[1], 0)]))
+        assert heard == [0, 1, 0]
+
+        # A new high watermark is news to a core.
+        batcher.send(1, asked_at(PARTS[0], 1, 5), lambda r: heard.append(0), lambda: None)
+        batcher.send(1, asked_at(PARTS[1], 0, 4), lambda r: heard.append(1), lambda: None)
+        await asyncio.sleep(0)
+        peers.sent[2][2](answer([(PARTS[0], 1), (PARTS[1], 0)]))
+        assert heard == [0, 1, 0, 0, 1]
+
+        # A Fetch older than half its MaxWait is answered, whatever the answer: its core hears
+        # no later than from a Fetch of its own parked that long.
+        batcher.send(1, asked_at(PARTS[0], 2, 5), lambda r: heard.append(0), lambda: None)
+        batcher.send(1, asked_at(PARTS[1], 0, 5, wait_ms=40), lambda r: heard.append(1), lambda: None)
+        await asyncio.sleep(0.02)
+        peers.sent[3][2](answer([(PARTS[0], 1), (PARTS[1], 0)]))
+        assert heard == [0, 1, 0, 0, 1, 0, 1]
 
     asyncio.run(run())
 

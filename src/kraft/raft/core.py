@@ -258,6 +258,12 @@ class RaftCore:
             if parked is not None:
                 self._answer_fetch(parked)
 
+    def fetch_answer_at_end(self) -> m.FetchResponse:
+        """Leader: what a Fetch at the log's end with no news is answered when it is completed:
+        no records, this leader's high watermark and log start. Reads only; the node's fetch
+        batching gives it to a partition it left out of a step (fetch_batch.serve_across)."""
+        return self._fetch_answer()
+
     def tick(self, now: int) -> None:
         self._now_hint = now
         self.outbox.expire(now)

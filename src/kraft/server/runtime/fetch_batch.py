@@ -50,6 +50,11 @@ from kraft.server.runtime.peers import Peers
 
 PartitionKey = tuple[Any, int]  # (topic id, partition index), as Fetch v13 names them
 
+# How long, as a share of its MaxWait, a partition's Fetch may go again unanswered (follower)
+# or unstepped (leader) after its core last saw it: ample at a hundred writes a second, and
+# short beside the fetch timeout and check quorum, which count from that sight.
+QUIET_SHARE_OF_WAIT = 0.25
+
 
 class FetchPartition(Protocol):
     """What the leader's side needs of a partition's driver (a PartitionDriver)."""
@@ -63,6 +68,16 @@ class FetchPartition(Protocol):
         order of the work depends on it)."""
         ...
 
+    def now(self) -> int: ...
+
+    def fetched_quietly(self, replica_id: int, part: Any, at: int) -> None: ...
+
+    def still_quiet(self, replica_id: int, part: Any, wait_ms: int) -> bool: ...
+
+    def answer_at_end(self) -> Any: ...
+
+    def news(self) -> asyncio.Future: ...
+
 
 @dataclass(slots=True)
 class _Started:
@@ -71,6 +86,7 @@ class _Started:
     driver: FetchPartition
     handle: Any
     answer: asyncio.Future
+    at: int  # the node's clock when it was handed over
 
 
 def partitions_named(request: m.FetchRequest) -> int:
@@ -83,39 +99,70 @@ async def serve_across(request: m.FetchRequest,
     asked: list[tuple[Any, Any, FetchPartition | None]] = [
         (topic, part, partition_of(topic.topic_id, part.partition))
         for topic in request.topics for part in topic.partitions]
+    replica = request.replica_state.replica_id
+    wait_ms = int(request.max_wait.total_seconds() * 1000)
     started_for: dict[int, _Started] = {}
+    quiet: dict[int, asyncio.Future] = {}  # left out of their cores: each one's next news
     answered = False
-    for i in sorted(range(len(asked)), key=lambda i: not _news(asked[i])):
+    still = [replica >= 0 and driver is not None and driver.still_quiet(replica, part, wait_ms)
+             for _, part, driver in asked]
+    # Those with news first, quiet ones last; one partition at least goes to its core, to park the request.
+    for i in sorted(range(len(asked)), key=lambda i: (not _news(asked[i]), still[i])):
         topic, part, driver = asked[i]
-        if driver is not None:
-            alone = replace(request, max_bytes=part.partition_max_bytes, topics=(replace(topic, partitions=(part,)),))
-            if answered:
-                alone = replace(alone, max_wait=_NO_WAIT)
-            started = started_for[i] = _Started(driver, *driver.begin_request(alone))
-            answered = answered or started.answer.done()
+        if driver is None:
+            continue
+        if still[i] and started_for:
+            quiet[i] = driver.news()
+            continue
+        started = started_for[i] = _begin(request, topic, part, driver, answered)
+        answered = answered or started.answer.done()
     # Awaited only when needed: asyncio.wait and gather take turns of the loop even for answers
     # already there, which they are when one partition had news (the rest were asked with no wait).
     if started_for and not answered:
-        await asyncio.wait([started.answer for started in started_for.values()],
+        await asyncio.wait([started.answer for started in started_for.values()] + list(quiet.values()),
                            return_when=asyncio.FIRST_COMPLETED)
     for started in started_for.values():
         if not started.answer.done():
             started.driver.complete_fetch(started.handle)  # answered in this step, with what it has
+    for i, news in quiet.items():
+        if news.done():  # news for a quiet one meanwhile: its core answers it after all, at once
+            topic, part, driver = asked[i]
+            assert driver is not None
+            started_for[i] = _begin(request, topic, part, driver, no_wait=True)
     unanswered = [started.answer for started in started_for.values() if not started.answer.done()]
     if unanswered:  # only if the node stopped meanwhile: its replies fail
         await asyncio.gather(*unanswered)
     entries: list[tuple[Any, Any]] = []
-    for i, (topic, part, _) in enumerate(asked):
+    for i, (topic, part, driver) in enumerate(asked):
         done = started_for.get(i)
         if done is None:
             entries.append((topic.topic_id, m.fetch_partition(part.partition, ErrorCode.unknown_topic_or_partition,
-                                                              leader_id=m.NO_LEADER, epoch=-1)))
+                                                              leader_id=m.NO_LEADER, epoch=-1)
+                            if driver is None else driver.answer_at_end()))
             continue
         response = done.answer.result()
         if response.error_code != ErrorCode.none:  # the request's own error (another cluster): every core's
             return m.FetchResponse(throttle_time=response.throttle_time, error_code=response.error_code, responses=())
-        entries.append((topic.topic_id, response.responses[0].partitions[0]))
+        answer = response.responses[0].partitions[0]
+        if replica >= 0 and _plain(answer) and not answer.records:
+            done.driver.fetched_quietly(replica, part, done.at)
+        entries.append((topic.topic_id, answer))
     return m.fetch_response_of(by_topic(entries))
+
+
+def _begin(request: m.FetchRequest, topic: Any, part: Any, driver: FetchPartition, no_wait: bool) -> _Started:
+    """One partition's part of the request handed to its core as a Fetch of its own."""
+    alone = replace(request, max_bytes=part.partition_max_bytes, topics=(replace(topic, partitions=(part,)),))
+    if no_wait:
+        alone = replace(alone, max_wait=_NO_WAIT)
+    at = driver.now()
+    return _Started(driver, *driver.begin_request(alone), at)
+
+
+def _plain(answer: Any) -> bool:
+    """An answer with no error, divergence or snapshot to fetch."""
+    return (answer.error_code == ErrorCode.none and answer.diverging_epoch.end_offset == -1
+            and answer.snapshot_id.end_offset == -1)
 
 
 _NO_WAIT = cast(i32Timedelta, timedelta(0))
@@ -150,6 +197,7 @@ class _Fetch:
     on_response: Callable[[Any], None]
     on_failure: Callable[[], None]
     extra_timeout_ms: int
+    asked_at: float  # the loop's clock when its core issued it
     done: bool = False
 
     def answer(self, response: Any) -> None:
@@ -161,6 +209,28 @@ class _Fetch:
         if not self.done:
             self.done = True
             self.on_failure()
+
+
+def _nothing_new(fetch: _Fetch, answer: m.FetchResponse, now: float) -> bool:
+    """Whether a partition's part of a combined answer only repeats what its core asked from,
+    so that the core's Fetch may go again as it is, unanswered, rather than step the core to ask
+    the same: no error, no records, no divergence or snapshot, the same leader epoch and high
+    watermark (KIP-1166's, which the request carries), and the Fetch younger than
+    QUIET_SHARE_OF_WAIT of its MaxWait. A part the leader completed only because another had
+    news would otherwise cost its core a step a write (decision 0040). Sent again, it waits
+    only what is left of its MaxWait (`_send_combined`): its core hears within that MaxWait,
+    as from a Fetch of its own."""
+    if answer.error_code != ErrorCode.none or not answer.responses or now - fetch.asked_at >= _quiet_for(fetch):
+        return False
+    asked = fetch.request.topics[0].partitions[0]
+    p = answer.responses[0].partitions[0]
+    return (_plain(p) and not p.records and p.high_watermark == asked.high_watermark
+            and p.current_leader.leader_epoch == asked.current_leader_epoch)
+
+
+def _quiet_for(fetch: _Fetch) -> float:
+    return fetch.request.max_wait.total_seconds() * QUIET_SHARE_OF_WAIT
+
 
 
 @dataclass(eq=False)
@@ -190,7 +260,8 @@ class FetchBatcher:
             self.peers.send(destination, request, on_response, on_failure, extra_timeout_ms)
             return
         leader = self._leaders.setdefault(destination, _Leader())
-        leader.asked[key] = _Fetch(request, on_response, on_failure, extra_timeout_ms)
+        leader.asked[key] = _Fetch(request, on_response, on_failure, extra_timeout_ms,
+                                   asyncio.get_running_loop().time())
         leader.expected.discard(key)
         self._schedule(destination, leader)
 
@@ -232,6 +303,12 @@ class FetchBatcher:
         leader.combined = parts
         fetches = list(parts.items())
         request = combine([f.request for _, f in fetches])
+        # A Fetch going again unanswered (`_nothing_new`) waits only what is left of its MaxWait:
+        # its core hears within that, as from a Fetch of its own, and never nears the fetch timeout.
+        now = asyncio.get_running_loop().time()
+        left_ms = int(min(f.request.max_wait.total_seconds() - (now - f.asked_at) for _, f in fetches) * 1000)
+        if left_ms < request.max_wait.total_seconds() * 1000:
+            request = replace(request, max_wait=cast(i32Timedelta, timedelta(milliseconds=max(0, left_ms))))
         extra = max(f.extra_timeout_ms for _, f in fetches)
         self.peers.send(destination, request, lambda response: self._answered(destination, fetches, response),
                         lambda: self._failed(destination, fetches), extra)
@@ -255,10 +332,19 @@ class FetchBatcher:
         leader = self._leaders[destination]
         leader.combined = None
         try:
-            for key, fetch in fetches:
+            now = asyncio.get_running_loop().time()
+            answers = [(key, fetch, answer_for(response, key)) for key, fetch in fetches]
+            held = {key for key, fetch, answer in answers
+                    if not fetch.done and key not in leader.asked and _nothing_new(fetch, answer, now)}
+            if len(held) == len(answers):  # nothing new anywhere (the leader's wait ran out): every core hears
+                held = set()
+            for key, fetch, answer in answers:
+                if key in held:
+                    leader.asked[key] = fetch  # rides in the next request, its core none the wiser
+                    continue
                 if not fetch.done:
                     leader.expected.add(key)  # until it asks again or its driver settles it
-                fetch.answer(answer_for(response, key))
+                fetch.answer(answer)
         finally:
             self._flush(destination)
 

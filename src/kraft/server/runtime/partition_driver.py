@@ -30,7 +30,7 @@ from kraft.raft import InvariantViolation, RaftCore, Reply, Send
 from kraft.raft import messages as m
 from kraft.raft.driver import Driver, StateMachine
 from kraft.server.node_metrics import NodeMetrics
-from kraft.server.runtime.fetch_batch import FetchBatcher
+from kraft.server.runtime.fetch_batch import QUIET_SHARE_OF_WAIT, FetchBatcher
 from kraft.server.runtime.fetch_snapshot_batch import FetchSnapshotBatcher
 from kraft.server.runtime.peers import Peers
 from kraft.statemachine.snapshot_jobs import SnapshotJob
@@ -103,6 +103,12 @@ class PartitionDriver:
         self._flush_tasks: set[asyncio.Task] = set()  # a flush, and the recovery point after it
         self._together: list[tuple[Callable[[RaftCore, int], Any], asyncio.Future]] = []  # step_together's
         self._timer: asyncio.TimerHandle | None = None
+        # For fetch_batch.serve_across: each replica's last Fetch stepped into the core, with no
+        # news for it, and when; and the future of the next news, with the state it is news to.
+        self._quiet_fetches: dict[int, tuple[tuple[int, int, int, int], int]] = {}
+        self._news: asyncio.Future[None] | None = None
+        self._news_of: tuple[int, int | None, int, bool] | None = None
+        self.loop.step_listeners.append(self._tell_news)
 
     @property
     def core(self) -> RaftCore:
@@ -251,6 +257,46 @@ class PartitionDriver:
         fetch_batch.serve_across orders its work so)."""
         return self.core.has_news(fetch_offset, high_watermark)
 
+    # ---------------------------------------------------------------- a leader's quiet partitions
+
+    def fetched_quietly(self, replica_id: int, part: Any, at: int) -> None:
+        """A Fetch of this replica's, stepped into the core at `at`, was answered with nothing new."""
+        self._quiet_fetches[replica_id] = (_position(part), at)
+
+    def still_quiet(self, replica_id: int, part: Any, wait_ms: int) -> bool:
+        """Whether this replica's Fetch may stay out of the core this time and be answered with
+        `answer_at_end` (fetch_batch.serve_across): it asks from exactly where its last one,
+        stepped less than QUIET_SHARE_OF_WAIT of its MaxWait ago, was answered with nothing new
+        (so that one's contact and position still hold for check quorum and the high
+        watermark), this node still leads in the epoch it names, and there is still no news for it."""
+        last = self._quiet_fetches.get(replica_id)
+        if last is None or last[0] != _position(part) or self.host.now() - last[1] >= wait_ms * QUIET_SHARE_OF_WAIT:
+            return False
+        core = self.core
+        return (core.is_leader and core.epoch == part.current_leader_epoch and part.fetch_offset == core.log.end_offset
+                and not core.has_news(part.fetch_offset, part.high_watermark))
+
+    def answer_at_end(self) -> Any:
+        """A quiet Fetch's part of the answer (RaftCore.fetch_answer_at_end)."""
+        return self.core.fetch_answer_at_end().responses[0].partitions[0]
+
+    def news(self) -> "asyncio.Future[None]":
+        """Done after the first step that moves the log's end, the high watermark, the epoch or
+        the role: what a quiet Fetch, left out of the core, is woken by as a parked one would be."""
+        if self._news is None:
+            core = self.core
+            self._news = asyncio.get_running_loop().create_future()
+            self._news_of = (core.log.end_offset, core.high_watermark, core.epoch, core.is_leader)
+        return self._news
+
+    def _tell_news(self, core: RaftCore) -> None:
+        news = self._news
+        if news is not None and self._news_of != (core.log.end_offset, core.high_watermark, core.epoch,
+                                                  core.is_leader):
+            self._news = self._news_of = None
+            if not news.done():
+                news.set_result(None)
+
     def fail_replies(self, error: BaseException) -> None:
         for future in self._replies.values():
             if not future.done():
@@ -322,3 +368,8 @@ class PartitionDriver:
         for future in self._replies.values():
             future.cancel()
         self.log.close(flush=self.host.failure is None)
+
+
+def _position(part: Any) -> tuple[int, int, int, int]:
+    """What a Fetch's partition asks from: fetch offset, last fetched epoch, leader epoch, high watermark."""
+    return part.fetch_offset, part.last_fetched_epoch, part.current_leader_epoch, part.high_watermark

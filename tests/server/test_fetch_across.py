@@ -44,6 +44,23 @@ def entries(response: m.FetchResponse) -> list[tuple[uuid.UUID, int, ErrorCode, 
             for p in t.partitions]
 
 
+def parked_until_news(node, ask: m.FetchRequest, news_on: int) -> m.FetchResponse:  # noqa: ANN001
+    """The answer to `ask` (a MaxWait far beyond the test's), which must still be parked half a
+    second later, after a commit on offsets-<news_on>: answered in time means answered at that news."""
+    async def run() -> m.FetchResponse:
+        connection = await KafkaConnection.connect("127.0.0.1", node.controller_port)
+        try:
+            answer = asyncio.ensure_future(connection.request(ask, 120))
+            await asyncio.sleep(0.5)
+            assert not answer.done(), "nothing new anywhere: parked"
+            await asyncio.to_thread(commit, node.client_port, next(groups_of(news_on)), "news")
+            return await answer
+        finally:
+            connection.close()
+
+    return run_async(run())
+
+
 def test_the_leader_parks_a_fetch_of_several_partitions_until_one_has_news(node):
     drivers = [node.node.metadata, *(node.node.offsets[p] for p in range(3))]
     # The node's broker registered and unfenced: no more metadata records of its own until news.
@@ -54,21 +71,10 @@ def test_the_leader_parks_a_fetch_of_several_partitions_until_one_has_news(node)
     # MaxWait far beyond the wait below for its answer: answered in time means answered at the news.
     ask = fetch_of(at_end[1:2] + [(UNKNOWN, 0, 1)] + at_end[:1] + at_end[2:], node.node.cluster_id, 600_000)
 
-    async def fetch_and_commit() -> m.FetchResponse:
-        connection = await KafkaConnection.connect("127.0.0.1", node.controller_port)
-        try:
-            answer = asyncio.ensure_future(connection.request(ask, 120))
-            await asyncio.sleep(0.5)
-            assert not answer.done(), "nothing new anywhere: parked"
-            await asyncio.to_thread(commit, node.client_port, next(groups_of(1)), "news")  # offsets-1 has news
-            return await answer
-        finally:
-            connection.close()
-
     registry = node.node.metrics.registry
     count, small = (registry.get_sample_value("kraft_fetch_request_partitions_count") or 0,
                     registry.get_sample_value("kraft_fetch_request_partitions_bucket", {"le": "4.0"}) or 0)
-    response = run_async(fetch_and_commit())
+    response = parked_until_news(node, ask, news_on=1)
     assert response.error_code == ErrorCode.none
     # One entry per topic, in the request's order; offsets-1's records, the others none.
     assert entries(response) == [
@@ -100,29 +106,15 @@ def test_a_partition_fetched_again_from_where_it_had_nothing_stays_out_of_its_co
     def at_end() -> list[tuple[m.LogPartition, int, int]]:
         return [(d.partition, d.core.log.end_offset, d.core.epoch) for d in drivers]
 
-    def fetch_until(news_on: int, ask: m.FetchRequest) -> m.FetchResponse:
-        """The Fetch, parked (MaxWait 600 s) until a commit on offsets-<news_on>."""
-        async def run() -> m.FetchResponse:
-            connection = await KafkaConnection.connect("127.0.0.1", node.controller_port)
-            try:
-                answer = asyncio.ensure_future(connection.request(ask, 120))
-                await asyncio.sleep(0.3)
-                assert not answer.done(), "nothing new anywhere: parked"
-                await asyncio.to_thread(commit, node.client_port, next(groups_of(news_on)), "news")
-                return await answer
-            finally:
-                connection.close()
-        return run_async(run())
-
     # Offsets-0 is stepped and answered with nothing, as offsets-1 has news.
     quiet = at_end()
-    response = fetch_until(1, fetch_of(quiet, node.node.cluster_id, 600_000))
+    response = parked_until_news(node, fetch_of(quiet, node.node.cluster_id, 600_000), news_on=1)
     assert entries(response) == [(OFFSETS_TOPIC_ID, 0, ErrorCode.none, False), (OFFSETS_TOPIC_ID, 1, ErrorCode.none, True)]
     stepped_at = observer_fetched_at(node.controller_port, OFFSETS[0])
     # Asked again from there (within a quarter of its MaxWait): answered the same, but its core
     # never saw it (its observer's last fetch unchanged).
     again = fetch_of(quiet[:1] + at_end()[1:], node.node.cluster_id, 600_000)
-    response = fetch_until(1, again)
+    response = parked_until_news(node, again, news_on=1)
     assert entries(response) == [(OFFSETS_TOPIC_ID, 0, ErrorCode.none, False), (OFFSETS_TOPIC_ID, 1, ErrorCode.none, True)]
     part = response.responses[0].partitions[0]
     core = drivers[0].core
@@ -130,7 +122,7 @@ def test_a_partition_fetched_again_from_where_it_had_nothing_stays_out_of_its_co
         core.high_watermark, core.log.start_offset, 1, core.epoch)
     assert observer_fetched_at(node.controller_port, OFFSETS[0]) == stepped_at
     # News for it while the request is parked on the other: it goes to its core and its records come.
-    response = fetch_until(0, fetch_of(quiet[:1] + at_end()[1:], node.node.cluster_id, 600_000))
+    response = parked_until_news(node, fetch_of(quiet[:1] + at_end()[1:], node.node.cluster_id, 600_000), news_on=0)
     assert entries(response) == [(OFFSETS_TOPIC_ID, 0, ErrorCode.none, True), (OFFSETS_TOPIC_ID, 1, ErrorCode.none, False)]
     assert observer_fetched_at(node.controller_port, OFFSETS[0]) > stepped_at
 

@@ -232,7 +232,6 @@ def _quiet_for(fetch: _Fetch) -> float:
     return fetch.request.max_wait.total_seconds() * QUIET_SHARE_OF_WAIT
 
 
-
 @dataclass(eq=False)
 class _Leader:
     """The follower's fetcher for one leader."""
